@@ -1,0 +1,197 @@
+"""The typed state that flows between Blox's extension points.
+
+Everything here is immutable. A world (simulator, Slurm) builds a :class:`ClusterSnapshot`,
+hands it to :func:`blox_slurm.round.decide`, and gets :class:`Decisions` back; no policy can
+change what another one sees.
+
+Why time-varying quantities are *methods* of :class:`Job` instead of fields: a running job's
+attained service and progress change continuously. Storing them as fields would force the
+simulator to rebuild every running job's record every round (hundreds of allocations per round,
+tens of thousands of rounds). Instead a job records the values at its last state change plus
+the rate since then, and :meth:`Job.attained_service` / :meth:`Job.work_done` evaluate them at
+``snapshot.now``. A job record is replaced only when its state changes (start, preempt, finish),
+which is an event the world handles anyway.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+GpuId = int
+"""A GPU's cluster-wide index: position in :attr:`ClusterSnapshot.gpus`."""
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class JobState(enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class NodeState(enum.Enum):
+    UP = "up"
+    DRAIN = "drain"  # finishing what runs, no new work
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    id: GpuId
+    node: str
+    index: int  # index on its node (CUDA_VISIBLE_DEVICES ordinal)
+    type: str = "gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    gpu_ids: tuple[GpuId, ...]
+    gpu_type: str = "gpu"
+    cpus: int = 0
+    memory_mb: int = 0
+    state: NodeState = NodeState.UP
+    features: frozenset[str] = frozenset()
+
+    @property
+    def schedulable(self) -> bool:
+        return self.state is NodeState.UP
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One training job as the policies see it.
+
+    ``duration`` is the job's isolated run time in seconds at its requested GPU count,
+    consolidated, on the reference GPU type: the oracle SRTF and Optimus use, and the unit of
+    ``work_base`` (so ``remaining = duration - work_done(now)``). Worlds that do not know it
+    leave it ``None``; policies that need it then fall back (documented per policy).
+    """
+
+    id: int
+    submit_time: float
+    num_gpus: int
+    user: str = ""
+    account: str = ""
+    model: str = ""
+    duration: float | None = None
+    cpus: int = 0
+    memory_mb: int = 0
+    state: JobState = JobState.PENDING
+    admitted: bool = False
+    gpus: tuple[GpuId, ...] = ()  # allocation while RUNNING
+    # Values at the last state change; see the module docstring.
+    attained_base: float = 0.0  # GPU-seconds of service before the current run
+    work_base: float = 0.0  # isolated-seconds of work done before the current run
+    run_since: float | None = None  # when the current run took its GPUs
+    work_since: float | None = None  # when the current run starts making progress (restart cost)
+    rate: float = 1.0  # isolated-seconds of work per second in the current run
+    first_start: float | None = None
+    last_event: float = 0.0  # submit, start or preemption time: what starvation is measured from
+    preemptions: int = 0
+    hints: Mapping[str, str] = EMPTY
+
+    @property
+    def running(self) -> bool:
+        return self.state is JobState.RUNNING
+
+    def attained_service(self, now: float) -> float:
+        """GPU-seconds received so far (LAS's and Tiresias' measure)."""
+        if self.run_since is None:
+            return self.attained_base
+        return self.attained_base + len(self.gpus) * (now - self.run_since)
+
+    def work_done(self, now: float) -> float:
+        if self.work_since is None or now <= self.work_since:
+            return self.work_base
+        return self.work_base + self.rate * (now - self.work_since)
+
+    def remaining(self, now: float) -> float | None:
+        """Isolated seconds of work left, or ``None`` when the world has no duration."""
+        if self.duration is None:
+            return None
+        return max(0.0, self.duration - self.work_done(now))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One telemetry reading for one GPU."""
+
+    gpu: GpuId
+    time: float
+    utilization: float  # percent, 0..100
+    memory_used_mb: float = 0.0
+    memory_total_mb: float = 0.0
+    job_ids: tuple[int, ...] = ()
+    errors: int = 0  # XID / uncorrected ECC events since the previous sample
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    now: float
+    nodes: tuple[Node, ...]
+    gpus: tuple[Gpu, ...]
+    jobs: tuple[Job, ...]  # every job the policies may act on: pending and running
+    telemetry: tuple[GpuSample, ...] = ()
+    throughput: object | None = None  # a ThroughputModel; see blox_slurm.throughput
+    # Decayed historical GPU-seconds per user/account, maintained by the world for fair share.
+    usage: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def total_gpus(self) -> int:
+        return len(self.gpus)
+
+    def node_of(self, gpu: GpuId) -> str:
+        return self.gpus[gpu].node
+
+
+def build_cluster(groups: list[tuple[str, int, int]], prefix: str = "node") -> tuple[
+    tuple[Node, ...], tuple[Gpu, ...]
+]:
+    """Nodes and GPUs from ``[(gpu_type, nodes, gpus_per_node), ...]``, numbered in order."""
+    nodes: list[Node] = []
+    gpus: list[Gpu] = []
+    for gpu_type, count, per_node in groups:
+        for _ in range(count):
+            name = f"{prefix}{len(nodes) + 1}"
+            ids = tuple(range(len(gpus), len(gpus) + per_node))
+            gpus.extend(Gpu(i, name, i - ids[0], gpu_type) for i in ids)
+            nodes.append(Node(name, ids, gpu_type))
+    return tuple(nodes), tuple(gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job_id: int
+    gpus: tuple[GpuId, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """What one round wants the world to do. Worlds apply it; they never reinterpret it.
+
+    ``order`` ranks every admitted job the scheduler saw, highest priority first: Slurm maps it
+    to ``Priority=`` for the jobs that must still wait. ``reasons`` (only filled when
+    ``decide(..., explain=True)``) says why each job that does not run is waiting.
+    """
+
+    admit: tuple[int, ...] = ()
+    start: tuple[Start, ...] = ()
+    preempt: tuple[int, ...] = ()
+    order: tuple[int, ...] = ()
+    drain: tuple[Drain, ...] = ()
+    flag: tuple[tuple[int, str], ...] = ()  # jobs a policy reports without acting (dry-run)
+    reasons: Mapping[int, str] = EMPTY
+
+    @property
+    def empty(self) -> bool:
+        return not (self.admit or self.start or self.preempt or self.drain)

@@ -1,0 +1,44 @@
+"""Throughput models: how fast a job progresses for a given allocation.
+
+The unit is the job's *reference rate*: 1.0 means "as fast as at its requested GPU count,
+consolidated on one node, on the reference GPU type", which is how ``Job.duration`` is defined.
+The simulator turns a placement into a rate with :meth:`ThroughputModel.rate`; Optimus uses
+the same numbers to decide who gains most from an extra GPU, so the policy and the world agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from .model import Job
+
+
+@runtime_checkable
+class ThroughputModel(Protocol):
+    def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
+        """Work-seconds per second for ``job`` on ``gpus`` GPUs of ``gpu_type`` over ``nodes``."""
+        ...
+
+
+@dataclass(frozen=True)
+class ParametricThroughput:
+    """A model for jobs with no measured throughput (synthetic workloads, Slurm jobs without
+    hints): sub-linear scaling ``(n / requested) ** scaling``, a flat penalty when a job spans
+    nodes, and a per-type speed factor (unknown types run at 1.0)."""
+
+    scaling: float = 0.8
+    spread_penalty: float = 0.85
+    type_speed: Mapping[str, float] = field(default_factory=dict)
+
+    def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
+        if gpus <= 0:
+            return 0.0
+        r = (gpus / job.num_gpus) ** self.scaling if gpus != job.num_gpus else 1.0
+        if nodes > 1:
+            r *= self.spread_penalty
+        return r * self.type_speed.get(gpu_type, 1.0)
+
+
+DEFAULT_THROUGHPUT = ParametricThroughput()
