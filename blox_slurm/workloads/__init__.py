@@ -1,0 +1,77 @@
+"""Workloads: trace loaders and the synthetic generator, all producing one schema.
+
+:func:`load_workload` is the single entry point the CLI and the simulator use; it picks the
+loader by ``format`` or by the file's extension. See ``docs/workloads.md`` for every format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from .csv_trace import load_csv
+from .gavel import load_gavel
+from .generator import GeneratorConfig, generate, load_config
+from .philly import load_philly
+from .sacct import load_sacct
+from .schema import JobSpec, Workload, WorkloadError
+
+
+def _synthetic(path: str | PathLike[str], skip_bad_rows: bool = False, **params: Any) -> Workload:
+    """A generator config in TOML; ``params`` override its values (e.g. ``seed``)."""
+    return generate(load_config(path), **params)
+
+
+LOADERS: dict[str, Callable[..., Workload]] = {
+    "gavel": load_gavel,
+    "philly": load_philly,
+    "csv": load_csv,
+    "sacct": load_sacct,
+    "synthetic": _synthetic,
+}
+EXTENSIONS = {
+    ".trace": "gavel",
+    ".json": "philly",
+    ".csv": "csv",
+    ".sacct": "sacct",
+    ".psv": "sacct",
+    ".toml": "synthetic",
+}
+
+
+def load_workload(
+    path: str | PathLike[str],
+    format: str | None = None,
+    skip_bad_rows: bool = False,
+    **opts: Any,
+) -> Workload:
+    """Load ``path`` as ``format`` (default: by extension; Philly's extension-less
+    ``cluster_job_log`` is recognised by name). ``opts`` go to the loader."""
+    path = Path(path)
+    name = format or EXTENSIONS.get(path.suffix.lower())
+    if name is None and path.name.startswith("cluster_job_log"):
+        name = "philly"
+    if name not in LOADERS:
+        exts = ", ".join(f"{e} ({f})" for e, f in EXTENSIONS.items())
+        what = f"unknown format {format!r}" if format else f"cannot tell the format of {path}"
+        raise WorkloadError(f"{what}; formats: {', '.join(LOADERS)}; extensions: {exts}")
+    if not path.exists():
+        raise WorkloadError(f"{path}: no such file")
+    return LOADERS[name](path, skip_bad_rows=skip_bad_rows, **opts)
+
+
+__all__ = [
+    "GeneratorConfig",
+    "JobSpec",
+    "LOADERS",
+    "Workload",
+    "WorkloadError",
+    "generate",
+    "load_csv",
+    "load_gavel",
+    "load_philly",
+    "load_sacct",
+    "load_workload",
+]
