@@ -19,55 +19,48 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
-from .model import ClusterSnapshot, Decisions, Drain, GpuId, Job
+from .model import ClusterSnapshot, Decisions, Drain, Gpu, GpuId, Job, NodeState
 
 
 class FreeGpus:
     """Free GPUs per schedulable node, in node order: the working set placement draws from.
 
     A small mutable value owned by one round; placement policies only read it (``take`` and
-    ``give`` are called by the round engine).
+    ``give`` are called by the round engine and preemption policies, on copies).
     """
 
-    __slots__ = ("by_node", "count", "_node_of", "node_type")
+    __slots__ = ("by_node", "count", "held", "_gpus")
 
-    def __init__(
-        self,
-        by_node: dict[str, list[GpuId]],
-        node_of: Callable[[GpuId], str],
-        node_type: Mapping[str, str],
-    ) -> None:
+    def __init__(self, by_node: dict[str, list[GpuId]], gpus: Sequence[Gpu], held: int = 0):
         self.by_node = by_node
         self.count = sum(len(v) for v in by_node.values())
-        self._node_of = node_of
-        self.node_type = node_type
+        self.held = held  # GPUs held by running jobs anywhere in the cluster
+        self._gpus = gpus
 
     @classmethod
-    def of(cls, snapshot: ClusterSnapshot, usable: Callable[[str], bool]) -> FreeGpus:
-        busy: set[GpuId] = set()
-        for job in snapshot.jobs:
-            if job.gpus:
-                busy.update(job.gpus)
+    def of(cls, snapshot: ClusterSnapshot, exclude: frozenset[str] = frozenset()) -> FreeGpus:
+        """Free GPUs of the UP nodes not in ``exclude``."""
+        busy = {g for job in snapshot.jobs for g in job.gpus}
+        up = NodeState.UP
         by_node = {
-            n.name: [g for g in n.gpu_ids if g not in busy]
+            n.name: [g for g in n.gpu_ids if g not in busy] if busy else list(n.gpu_ids)
             for n in snapshot.nodes
-            if usable(n.name)
+            if n.state is up and n.name not in exclude
         }
-        gpus = snapshot.gpus
-        return cls(by_node, lambda g: gpus[g].node, {n.name: n.gpu_type for n in snapshot.nodes})
+        return cls(by_node, snapshot.gpus, len(busy))
 
     def copy(self) -> FreeGpus:
-        return FreeGpus({k: list(v) for k, v in self.by_node.items()}, self._node_of, self.node_type)
+        return FreeGpus({k: v[:] for k, v in self.by_node.items()}, self._gpus, self.held)
 
     def take(self, gpus: Sequence[GpuId]) -> None:
         for g in gpus:
-            self.by_node[self._node_of(g)].remove(g)
+            self.by_node[self._gpus[g].node].remove(g)
         self.count -= len(gpus)
 
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted job (only those on nodes still schedulable)."""
         for g in gpus:
-            free = self.by_node.get(self._node_of(g))
+            free = self.by_node.get(self._gpus[g].node)
             if free is not None:
                 free.append(g)
                 free.sort()
@@ -126,10 +119,11 @@ class PreemptionPolicy(Protocol):
     backfill: bool  # keep placing lower-ranked jobs when a higher-ranked one does not fit
 
     def victims(
-        self, job: Job, candidates: Sequence[Job], free: FreeGpus, fits: Fits
+        self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits
     ) -> Sequence[Job]:
-        """Running jobs to stop so ``job`` fits, chosen from ``candidates`` (ranked below it,
-        lowest last). Empty when preempting would not make it fit or is not wanted."""
+        """Running jobs to stop so ``job`` (wanting ``count`` GPUs) fits, chosen from
+        ``candidates`` (ranked below it, lowest last); ``fits(trial)`` asks the placement policy.
+        Empty when preempting would not make it fit or is not wanted."""
         ...
 
 

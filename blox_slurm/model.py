@@ -18,12 +18,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 GpuId = int
 """A GPU's cluster-wide index: position in :attr:`ClusterSnapshot.gpus`."""
-
-EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 class JobState(enum.Enum):
@@ -92,11 +89,17 @@ class Job:
     first_start: float | None = None
     last_event: float = 0.0  # submit, start or preemption time: what starvation is measured from
     preemptions: int = 0
-    hints: Mapping[str, str] = EMPTY
+    hints: tuple[tuple[str, str], ...] = ()  # validated user hints (key, value), sorted
 
     @property
     def running(self) -> bool:
         return self.state is JobState.RUNNING
+
+    def hint(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.hints:
+            if k == key:
+                return v
+        return default
 
     def attained_service(self, now: float) -> float:
         """GPU-seconds received so far (LAS's and Tiresias' measure)."""
@@ -190,7 +193,7 @@ class Decisions:
     order: tuple[int, ...] = ()
     drain: tuple[Drain, ...] = ()
     flag: tuple[tuple[int, str], ...] = ()  # jobs a policy reports without acting (dry-run)
-    reasons: Mapping[int, str] = EMPTY
+    reasons: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

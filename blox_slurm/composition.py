@@ -1,0 +1,131 @@
+"""A composition: one policy per extension point, built from a TOML file.
+
+    name = "tiresias-consolidated"
+    [scheduling]
+    policy = "tiresias"
+    thresholds = [3600, 36000]
+    [placement]
+    policy = "consolidated"
+    [admission]
+    policy = "load_based"
+    k = 1.2
+
+Sections other than ``scheduling`` are optional (defaults below). Every section's remaining
+keys are the policy's parameters, validated by that policy's own pydantic model, so a typo is
+an error naming the section, the key and the valid keys, never a silently ignored setting.
+The same file drives the simulator and the controller; other top-level tables (e.g.
+``[simulation]``, ``[controller]``) belong to those worlds and are ignored here.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import registry
+from .abstractions import (
+    AdmissionPolicy,
+    ClusterManager,
+    PlacementPolicy,
+    PreemptionPolicy,
+    SchedulingPolicy,
+)
+
+DEFAULTS: dict[str, str] = {
+    "admission": "accept_all",
+    "placement": "first_fit",
+    "preemption": "priority",
+    "cluster": "static",
+}
+BUNDLED_DIR = Path(__file__).parent / "data" / "compositions"
+
+
+class CompositionError(ValueError):
+    """A composition config that cannot be built; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Composition:
+    name: str
+    admission: AdmissionPolicy
+    scheduling: SchedulingPolicy
+    placement: PlacementPolicy
+    preemption: PreemptionPolicy
+    cluster: ClusterManager
+    # The validated config, so a composition can be rebuilt in another process.
+    config: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def time_dependent(self) -> bool:
+        return bool(getattr(self.scheduling, "time_dependent", True))
+
+
+def _format_validation(section: str, policy: str, exc: ValidationError, valid: list[str]) -> str:
+    lines = [f"[{section}] policy {policy!r}: invalid parameters"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(section)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  unknown key {loc!r}; valid keys: {', '.join(valid) or '(none)'}")
+        else:
+            lines.append(f"  {loc}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def build(config: dict[str, Any], name: str | None = None) -> Composition:
+    """Build a composition from a parsed config mapping (a TOML document's tables)."""
+    if not isinstance(config, dict):
+        raise CompositionError("a composition must be a table of sections")
+    if "scheduling" not in config:
+        raise CompositionError("missing [scheduling] section (e.g. policy = \"fifo\")")
+    parts: dict[str, Any] = {}
+    normalized: dict[str, Any] = {"name": name or config.get("name") or ""}
+    for kind in registry.KINDS:
+        section = config.get(kind, {"policy": DEFAULTS.get(kind)})
+        if isinstance(section, str):  # shorthand: scheduling = "fifo"
+            section = {"policy": section}
+        if not isinstance(section, dict):
+            raise CompositionError(f"[{kind}] must be a table or a policy name")
+        params = dict(section)
+        policy = params.pop("policy", DEFAULTS.get(kind))
+        if not isinstance(policy, str):
+            raise CompositionError(f"[{kind}] needs policy = \"<name>\"")
+        try:
+            spec = registry.get(kind, policy)
+            parts[kind] = spec.build(params)
+        except registry.PolicyError as exc:
+            raise CompositionError(str(exc)) from None
+        except ValidationError as exc:
+            valid = list(spec.params.model_fields)
+            raise CompositionError(_format_validation(kind, policy, exc, valid)) from None
+        normalized[kind] = {"policy": policy, **params}
+    if not normalized["name"]:
+        normalized["name"] = normalized["scheduling"]["policy"]
+    return Composition(normalized["name"], config=normalized, **parts)
+
+
+def load(source: str | Path) -> Composition:
+    """A composition from a TOML path, or the name of a bundled one (``blox-slurm policies``)."""
+    path = Path(source)
+    if not path.exists() and not path.suffix:
+        bundled = BUNDLED_DIR / f"{source}.toml"
+        if bundled.exists():
+            path = bundled
+        else:
+            names = ", ".join(bundled_names())
+            raise CompositionError(f"no composition file or bundled composition {str(source)!r};"
+                                   f" bundled: {names}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise CompositionError(f"composition file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CompositionError(f"{path}: not valid TOML: {exc}") from None
+    return build(data, name=data.get("name") or path.stem)
+
+
+def bundled_names() -> list[str]:
+    return sorted(p.stem for p in BUNDLED_DIR.glob("*.toml"))

@@ -1,0 +1,118 @@
+"""One scheduling round: ``decide(snapshot, composition) -> Decisions``. Pure.
+
+The engine walks the scheduler's priority order once:
+
+* a running job keeps its GPUs (it is never moved; preempting it is the only change);
+* a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
+  may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
+* when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
+  backfills, otherwise the walk stops starting jobs (strict order).
+
+Walking the order instead of Blox's "take the top-N jobs that fit by GPU count, preempt the
+rest" is what lets consolidation and fragmentation matter: a job the count says fits may not
+fit any node, and then nothing is preempted for it. With 1-GPU jobs the two are identical.
+"""
+
+from __future__ import annotations
+
+from .abstractions import FreeGpus
+from .composition import Composition
+from collections.abc import Sequence
+
+from .model import ClusterSnapshot, Decisions, Job, Start
+
+
+def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) -> Decisions:
+    view = comp.cluster.manage(snapshot)
+    forced: dict[int, Job] = {}
+    if view.preempt:
+        wanted_out = set(view.preempt)
+        forced = {j.id: j for j in snapshot.jobs if j.running and j.id in wanted_out}
+
+    jobs = snapshot.jobs
+    waiting = [j for j in jobs if not j.admitted and not j.gpus]  # gpus <=> running
+    admit = tuple(comp.admission.admit(snapshot, waiting)) if waiting else ()
+    admitted = set(admit)
+    if not forced and len(admitted) == len(waiting):
+        active: Sequence[Job] = jobs  # the common case: everyone is in the scheduler's view
+    else:
+        active = [j for j in jobs
+                  if (j.admitted or j.gpus or j.id in admitted) and j.id not in forced]
+    schedule = comp.scheduling.order(snapshot, active)
+    order = schedule.order
+    alloc = schedule.gpus
+
+    free = FreeGpus.of(snapshot, view.unschedulable)
+    for job in forced.values():
+        free.give(job.gpus)
+
+    placement, preemption = comp.placement, comp.preemption
+    running = [j for j in order if j.gpus]
+    running_below = free.held  # GPUs held by running jobs not yet walked past
+    passed = 0  # running jobs already walked past
+    preempted: dict[int, int] = {}  # victim id -> job it made room for
+    starts: list[Start] = []
+    reasons: dict[int, str] = {}
+    blocker: Job | None = None
+
+    for job in order:
+        if job.gpus:
+            if job.id not in preempted:
+                running_below -= len(job.gpus)
+                passed += 1
+            continue
+        if blocker is not None:
+            if explain:
+                reasons[job.id] = f"strict order: waiting behind job {blocker.id}"
+            continue
+        want = alloc.get(job.id, job.num_gpus)
+        gpus = None
+        if want <= free.count:
+            gpus = placement.choose(snapshot, job, want, free)
+        if gpus is None and want <= free.count + running_below:
+            candidates = [v for v in running[passed:] if v.id not in preempted]
+
+            def fits(trial: FreeGpus, job: Job = job, want: int = want) -> bool:
+                return placement.choose(snapshot, job, want, trial) is not None
+
+            victims = preemption.victims(job, candidates, free, want, fits)
+            if victims:
+                for v in victims:
+                    preempted[v.id] = job.id
+                    free.give(v.gpus)
+                    running_below -= len(v.gpus)
+                gpus = placement.choose(snapshot, job, want, free)
+        if gpus is not None:
+            free.take(gpus)
+            starts.append(Start(job.id, gpus))
+        else:
+            if explain:
+                reasons[job.id] = (f"needs {want} GPU(s); {free.count} free on schedulable nodes"
+                                   " and preempting lower-ranked jobs would not make it fit")
+            if not preemption.backfill:
+                blocker = job
+        if not explain and free.count == 0 and running_below <= 0:
+            break
+
+    if explain:
+        for victim, beneficiary in preempted.items():
+            reasons[victim] = f"preempted so job {beneficiary} (ranked higher) can run"
+        for job_id in forced:
+            reasons[job_id] = "preempted by the cluster manager"
+        started = {s.job_id for s in starts}
+        for j in waiting:
+            if j.id not in admitted:
+                reasons[j.id] = f"not admitted by {comp.config.get('admission', {}).get('policy')}"
+        for j in order:
+            if not j.running and j.id not in started and j.id not in reasons:
+                reasons[j.id] = "no GPUs free for it this round"
+
+    return Decisions(
+        admit=admit,
+        start=tuple(starts),
+        preempt=tuple(preempted) + tuple(f for f in forced if f not in preempted),
+        order=tuple([j.id for j in order]),
+        drain=view.drain,
+        flag=view.flag,
+        reasons=reasons,
+    )

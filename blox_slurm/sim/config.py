@@ -1,0 +1,62 @@
+"""Simulator settings and cluster shapes, validated at the boundary (TOML / CLI)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import Gpu, Node, build_cluster
+
+_GROUP = re.compile(r"^(?P<type>[A-Za-z0-9_.-]+):(?P<per>\d+)x(?P<nodes>\d+)$")
+
+
+class SimConfig(BaseModel):
+    """``[simulation]`` in a composition file, or CLI options.
+
+    ``restart_cost``: seconds a preempted job spends restoring its checkpoint after it is
+    restarted (GPUs held, no progress). ``quantize_to_rounds``: Blox's accounting, where a job
+    ends at the end of the round in which it finishes instead of at its exact time.
+    ``stop_when_measured``: end the run once every job in the workload's measurement window has
+    finished (Blox's methodology: later arrivals only provide load).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    round_duration: float = Field(default=300.0, gt=0)
+    quantize_to_rounds: bool = False
+    restart_cost: float = Field(default=30.0, ge=0)
+    max_time: float | None = Field(default=None, gt=0)
+    stop_when_measured: bool = True
+
+
+class ClusterSpec(BaseModel):
+    """GPU node groups as ``[(gpu_type, gpus_per_node, nodes), ...]``."""
+
+    model_config = ConfigDict(extra="forbid")
+    groups: list[tuple[str, int, int]] = Field(default_factory=lambda: [("gpu", 4, 32)])
+
+    @classmethod
+    def parse(cls, text: str) -> ClusterSpec:
+        """``"v100:4x36,k80:4x36"``: type, GPUs per node, number of nodes, per group."""
+        groups = []
+        for part in text.split(","):
+            m = _GROUP.match(part.strip())
+            if not m or int(m["per"]) < 1 or int(m["nodes"]) < 1:
+                raise ValueError(f"bad GPU group {part.strip()!r}: expected TYPE:GPUSxNODES, "
+                                 "e.g. v100:4x8")
+            groups.append((m["type"], int(m["per"]), int(m["nodes"])))
+        return cls(groups=groups)
+
+    @classmethod
+    def uniform(cls, nodes: int, gpus_per_node: int, gpu_type: str = "gpu") -> ClusterSpec:
+        return cls(groups=[(gpu_type, gpus_per_node, nodes)])
+
+    def build(self) -> tuple[tuple[Node, ...], tuple[Gpu, ...]]:
+        return build_cluster([(t, n, per) for t, per, n in self.groups])
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(per * n for _, per, n in self.groups)
+
+    def __str__(self) -> str:
+        return ",".join(f"{t}:{per}x{n}" for t, per, n in self.groups)

@@ -1,0 +1,212 @@
+"""The event-driven simulator: the in-process world.
+
+Events are job completions (a heap keyed by finish time, stale entries dropped lazily),
+arrivals (a pointer into the time-sorted workload) and round ticks every
+``round_duration``. Policies run only at ticks, as in Blox and as in the controller. A tick in
+which nothing can change is skipped: when no job arrived or finished since the last round and
+the composition is time-independent (or nothing waits), the clock jumps straight to the round
+of the next event. That is exact, not an approximation: a pure, time-independent policy given
+the same snapshot returns the same decisions.
+
+The simulator is also the referee: it rejects decisions that would give a GPU to two jobs,
+start a running job or preempt a waiting one (:class:`SimulationError`), so a faulty policy
+fails loudly instead of producing impossible numbers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as _time
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..composition import Composition
+from ..model import ClusterSnapshot, Gpu, Job, JobState, Node
+from ..round import decide
+from ..throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from ..workloads.schema import Workload
+from .config import SimConfig
+from .records import JobRecord, RunResult
+
+ProgressFn = Callable[[int, int], None]  # (finished measured-or-all jobs, total)
+
+
+class SimulationError(RuntimeError):
+    """A policy asked for something impossible; the message names the round and the job."""
+
+
+def _ceil_to(t: float, step: float) -> float:
+    return math.ceil(t / step - 1e-9) * step
+
+
+class Simulator:
+    def __init__(
+        self,
+        workload: Workload,
+        composition: Composition,
+        cluster: tuple[tuple[Node, ...], tuple[Gpu, ...]],
+        config: SimConfig | None = None,
+        throughput: ThroughputModel | None = None,
+    ) -> None:
+        self.workload = workload
+        self.comp = composition
+        self.nodes, self.gpus = cluster
+        self.cfg = config or SimConfig()
+        self.model = throughput or DEFAULT_THROUGHPUT
+        too_big = [j.id for j in workload.jobs if j.num_gpus > len(self.gpus)]
+        if too_big:
+            raise SimulationError(f"jobs {too_big[:5]} ask for more GPUs than the cluster has "
+                                  f"({len(self.gpus)})")
+
+    def run(self, progress: ProgressFn | None = None) -> RunResult:
+        started_wall = _time.perf_counter()
+        cfg, comp, model = self.cfg, self.comp, self.model
+        rd = cfg.round_duration
+        specs = self.workload.jobs
+        n_specs = len(specs)
+        measured = (frozenset(j.id for j in specs if self.workload.measured(j.id))
+                    if self.workload.measure is not None else None)
+        goal = len(measured) if measured is not None else n_specs
+        stop_early = measured is not None and cfg.stop_when_measured
+        gpu_node = [g.node for g in self.gpus]
+        gpu_type = [g.type for g in self.gpus]
+        owner: list[int | None] = [None] * len(self.gpus)
+        time_dependent = comp.time_dependent
+
+        active: dict[int, Job] = {}
+        finish_at: dict[int, float] = {}
+        heap: list[tuple[float, int]] = []
+        records: list[JobRecord] = []
+        util: list[tuple[float, int]] = [(0.0, 0)]
+        busy = 0
+        pending = 0
+        done_goal = 0
+        rounds = decisions = 0
+        i = 0
+        t = _ceil_to(specs[0].submit_time, rd) if specs else 0.0
+        dirty = True
+
+        def mark(at: float) -> None:
+            if util[-1][0] == at:
+                util[-1] = (at, busy)
+            else:
+                util.append((at, busy))
+
+        while True:
+            if cfg.max_time is not None and t > cfg.max_time:
+                break
+            while heap and heap[0][0] <= t:
+                ft, jid = heapq.heappop(heap)
+                if finish_at.get(jid) != ft:
+                    continue  # superseded by a preemption
+                del finish_at[jid]
+                job = active.pop(jid)
+                for g in job.gpus:
+                    owner[g] = None
+                busy -= len(job.gpus)
+                mark(ft)
+                records.append(JobRecord(
+                    jid, job.submit_time, job.num_gpus, job.duration or 0.0,
+                    job.first_start if job.first_start is not None else ft, ft,
+                    job.preemptions, job.attained_service(ft), job.model, job.user))
+                if measured is None or jid in measured:
+                    done_goal += 1
+                dirty = True
+            while i < n_specs and specs[i].submit_time <= t:
+                s = specs[i]
+                active[s.id] = Job(
+                    s.id, s.submit_time, s.num_gpus, s.user, s.account, s.model, s.duration,
+                    s.cpus, s.memory_mb, last_event=s.submit_time)
+                pending += 1
+                i += 1
+                dirty = True
+            if progress is not None and dirty:
+                progress(done_goal, goal)
+            if stop_early and done_goal >= goal:
+                break
+            if not active and i >= n_specs:
+                break
+
+            if dirty or (time_dependent and pending):
+                rounds += 1
+                snap = ClusterSnapshot(t, self.nodes, self.gpus, tuple(active.values()),
+                                       throughput=model)
+                d = decide(snap, comp)
+                decisions += 1
+                if not d.empty:
+                    # Apply: admissions, then preemptions (freeing GPUs), then starts.
+                    for jid in d.admit:
+                        active[jid] = replace(active[jid], admitted=True)
+                    for jid in d.preempt:
+                        job = self._check(active, jid, JobState.RUNNING, t)
+                        for g in job.gpus:
+                            owner[g] = None
+                        busy -= len(job.gpus)
+                        pending += 1
+                        del finish_at[jid]
+                        active[jid] = replace(
+                            job, state=JobState.PENDING, gpus=(),
+                            attained_base=job.attained_service(t), work_base=job.work_done(t),
+                            run_since=None, work_since=None, rate=1.0,
+                            preemptions=job.preemptions + 1, last_event=t)
+                    for st in d.start:
+                        job = self._check(active, st.job_id, JobState.PENDING, t)
+                        for g in st.gpus:
+                            if owner[g] is not None:
+                                raise SimulationError(
+                                    f"t={t}: GPU {g} given to job {st.job_id} but job "
+                                    f"{owner[g]} holds it")
+                            owner[g] = st.job_id
+                        n = len(st.gpus)
+                        types = {gpu_type[g] for g in st.gpus}
+                        spans = len({gpu_node[g] for g in st.gpus})
+                        rate = min(model.rate(job, n, spans, ty) for ty in types)
+                        if rate <= 0:
+                            raise SimulationError(f"t={t}: job {job.id} would make no progress "
+                                                  f"on {n} GPU(s) of type {sorted(types)}")
+                        ws = t + (cfg.restart_cost if job.preemptions else 0.0)
+                        busy += n
+                        pending -= 1
+                        active[job.id] = job = replace(
+                            job, state=JobState.RUNNING, gpus=st.gpus, run_since=t,
+                            work_since=ws, rate=rate, last_event=t,
+                            first_start=t if job.first_start is None else job.first_start)
+                        ft = ws + ((job.duration or 0.0) - job.work_base) / rate
+                        if cfg.quantize_to_rounds:
+                            ft = _ceil_to(ft, rd)
+                        finish_at[job.id] = ft
+                        heapq.heappush(heap, (ft, job.id))
+                    mark(t)
+                dirty = False
+                t += rd
+            else:
+                # Nothing can change before the next event: jump to its round.
+                nxt = math.inf
+                if heap:
+                    nxt = heap[0][0]
+                if i < n_specs:
+                    nxt = min(nxt, specs[i].submit_time)
+                if nxt == math.inf:
+                    break  # jobs wait that no decision will ever start
+                t = max(t + rd, _ceil_to(nxt, rd))
+
+        return RunResult(
+            name=comp.name,
+            total_gpus=len(self.gpus),
+            jobs=tuple(records),
+            utilization=tuple(util),
+            measured=measured,
+            unfinished=tuple(sorted(active)) + tuple(s.id for s in specs[i:]),
+            rounds=rounds,
+            decide_calls=decisions,
+            wall_seconds=_time.perf_counter() - started_wall,
+        )
+
+    @staticmethod
+    def _check(active: dict[int, Job], jid: int, want: JobState, t: float) -> Job:
+        job = active.get(jid)
+        if job is None or job.state is not want:
+            have = "unknown" if job is None else job.state.value
+            raise SimulationError(f"t={t}: decision needs job {jid} {want.value}, it is {have}")
+        return job

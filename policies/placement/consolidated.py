@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from blox_slurm.abstractions import FreeGpus
+from blox_slurm.model import ClusterSnapshot, GpuId, Job
+from blox_slurm.registry import register
+
+
+@register("placement", "consolidated")
+class Consolidated:
+    """Fewest nodes: a node whose free GPUs fit exactly, else the smallest that fits.
+
+    A job that fits on one node but finds no node with enough free GPUs waits for one
+    (consolidation matters for communication-heavy jobs) unless ``spread_if_needed``. A job
+    larger than any node spans the fewest nodes: those with the most free GPUs first.
+    """
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        spread_if_needed: bool = False
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.spread_if_needed = (params or self.Params()).spread_if_needed
+
+    def choose(
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+    ) -> tuple[GpuId, ...] | None:
+        if count > free.count:
+            return None
+        best: list[GpuId] | None = None
+        for gpus in free.by_node.values():
+            n = len(gpus)
+            if n == count:
+                return tuple(gpus)
+            if n > count and (best is None or n < len(best)):
+                best = gpus
+        if best is not None:
+            return tuple(best[:count])
+        largest = max((len(n.gpu_ids) for n in snapshot.nodes if n.name in free.by_node),
+                      default=0)
+        if count <= largest and not self.spread_if_needed:
+            return None
+        out: list[GpuId] = []
+        for gpus in sorted(free.by_node.values(), key=len, reverse=True):
+            out.extend(gpus[: count - len(out)])
+            if len(out) == count:
+                return tuple(out)
+        return None

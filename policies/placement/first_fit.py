@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from blox_slurm.abstractions import FreeGpus
+from blox_slurm.model import ClusterSnapshot, GpuId, Job
+from blox_slurm.registry import register
+
+
+@register("placement", "first_fit")
+class FirstFit:
+    """The first free GPUs in node order, spanning nodes when needed (Blox's placement)."""
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def choose(
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+    ) -> tuple[GpuId, ...] | None:
+        if count > free.count:
+            return None
+        out: list[GpuId] = []
+        for gpus in free.by_node.values():
+            out.extend(gpus[: count - len(out)])
+            if len(out) == count:
+                return tuple(out)
+        return None

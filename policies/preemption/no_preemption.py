@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from blox_slurm.abstractions import FreeGpus, Fits
+from blox_slurm.model import Job
+from blox_slurm.registry import register
+
+
+@register("preemption", "none")
+class NoPreemption:
+    """Never stop a running job; ``backfill`` (default on) lets smaller jobs use idle GPUs."""
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        backfill: bool = True
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.backfill = (params or self.Params()).backfill
+
+    def victims(
+        self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits
+    ) -> Sequence[Job]:
+        return ()

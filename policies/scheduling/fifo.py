@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from blox_slurm.abstractions import Schedule
+from blox_slurm.model import ClusterSnapshot, Job
+from blox_slurm.registry import register
+
+
+def arrival_key(job: Job) -> tuple[float, int]:
+    """Arrival order, ties broken by job id: the tie-break every built-in policy shares."""
+    return (job.submit_time, job.id)
+
+
+@register("scheduling", "fifo")
+class Fifo:
+    """First in, first out by submit time (ties by job id); never reorders running jobs."""
+
+    time_dependent = False
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
+        return Schedule(sorted(jobs, key=arrival_key))
