@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from math import isfinite
 from os import PathLike
 
 from .schema import JobSpec, Workload, WorkloadError
@@ -71,7 +72,7 @@ def to_float(field: str, text: str, positive: bool = False) -> float:
         value = float(text.strip())
     except ValueError:
         raise RowError(f"{field} must be a number, got {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not isfinite(value):
         raise RowError(f"{field} must be finite, got {text!r}")
     if positive and not value > 0:
         raise RowError(f"{field} must be > 0, got {value:g}")

@@ -73,18 +73,16 @@ def _header(path: Path, header: list[str] | None) -> dict[str, int]:
 
 
 def _job(row: list[str], index: dict[str, int]) -> JobSpec:
-    def text(name: str) -> str:
-        i = index.get(name)
-        return row[i].strip() if i is not None else ""
-
+    job_id, submit, gpus, duration = (row[index[name]] for name in REQUIRED)
+    model, user, account = (row[index[n]].strip() if n in index else "" for n in OPTIONAL)
     return JobSpec(
-        id=to_int("job_id", row[index["job_id"]], minimum=0),
-        submit_time=to_float("submit_time", row[index["submit_time"]]),
-        num_gpus=to_int("num_gpus", row[index["num_gpus"]], minimum=1),
-        duration=to_float("duration", row[index["duration"]], positive=True),
-        model=text("model"),
-        user=text("user"),
-        account=text("account"),
+        id=to_int("job_id", job_id, minimum=0),
+        submit_time=to_float("submit_time", submit),
+        num_gpus=to_int("num_gpus", gpus, minimum=1),
+        duration=to_float("duration", duration, positive=True),
+        model=model,
+        user=user,
+        account=account,
     )
 
 
