@@ -34,3 +34,6 @@ def main(
 
 
 # Sub-commands contributed by the world modules register themselves here.
+from .sim.cli import register as register_sim  # noqa: E402
+
+register_sim(app)

@@ -107,23 +107,27 @@ def build(config: dict[str, Any], name: str | None = None) -> Composition:
     return Composition(normalized["name"], config=normalized, **parts)
 
 
-def load(source: str | Path) -> Composition:
-    """A composition from a TOML path, or the name of a bundled one (``blox-slurm policies``)."""
+def read(source: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The parsed TOML of a composition path, or of a bundled one named ``source``."""
     path = Path(source)
     if not path.exists() and not path.suffix:
         bundled = BUNDLED_DIR / f"{source}.toml"
-        if bundled.exists():
-            path = bundled
-        else:
+        if not bundled.exists():
             names = ", ".join(bundled_names())
             raise CompositionError(f"no composition file or bundled composition {str(source)!r};"
                                    f" bundled: {names}")
+        path = bundled
     try:
-        data = tomllib.loads(path.read_text())
+        return path, tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise CompositionError(f"composition file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CompositionError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load(source: str | Path) -> Composition:
+    """A composition from a TOML path, or the name of a bundled one (``blox-slurm policies``)."""
+    path, data = read(source)
     return build(data, name=data.get("name") or path.stem)
 
 

@@ -1,0 +1,271 @@
+"""``blox-slurm simulate | compare | policies | plot``: the researcher's side of the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from .. import registry
+from ..composition import CompositionError, bundled_names, load, read
+from ..workloads.schema import WorkloadError
+from .config import ClusterSpec, SimConfig
+from .experiment import Experiment, ThroughputSpec, WorkloadSpec, load_runs, run_all, save_runs
+from .metrics import summarize, summary_row, write_csv, write_json
+from .records import RunResult
+from .simulator import SimulationError
+
+DEFAULT_COMPARE = ["fifo", "las", "srtf", "tiresias", "las-load-based", "optimus"]
+
+# Options shared by simulate and compare (declared once).
+WorkloadOpt = Annotated[Path | None, typer.Option(
+    "--workload", "-w", help="Trace file (.trace Gavel, .csv, .json Philly, .sacct, .toml "
+    "generator config). Default: Blox's synthetic Poisson workload.")]
+FormatOpt = Annotated[str | None, typer.Option(help="Trace format if the extension is not enough.")]
+SkipOpt = Annotated[bool, typer.Option("--skip-bad-rows", help="Skip malformed trace rows and "
+                                       "report how many, instead of failing on the first.")]
+JobsOpt = Annotated[int, typer.Option("--jobs", "-n", help="Synthetic: number of jobs.")]
+SeedOpt = Annotated[int, typer.Option(help="Synthetic: random seed.")]
+GpuDemandOpt = Annotated[str, typer.Option(
+    help="Synthetic: GPU demand preset (single = all 1 GPU, blox_multi = 1/2/4/8 at "
+    ".70/.10/.15/.05).")]
+MeasureOpt = Annotated[str | None, typer.Option(
+    help="Synthetic: measured job-id window FIRST:END (default 3000:4000 when --jobs >= 4000,"
+    " else all). 'all' measures every job.")]
+ClusterOpt = Annotated[str, typer.Option(
+    "--cluster", help="GPU groups TYPE:GPUSxNODES[,...], e.g. v100:4x36,k80:4x36.")]
+RoundOpt = Annotated[float | None, typer.Option("--round", help="Round duration in seconds.")]
+QuantizeOpt = Annotated[bool | None, typer.Option(
+    "--quantize/--exact", help="Blox accounting: jobs end at the end of their last round.")]
+RestartOpt = Annotated[float | None, typer.Option(help="Seconds to restore after preemption.")]
+ThroughputOpt = Annotated[Path | None, typer.Option(
+    "--throughputs", help="Gavel simulation_throughputs.json: measured throughput model.")]
+PolicyPathOpt = Annotated[list[Path] | None, typer.Option(
+    "--policy-path", help="Python file registering extra policies (repeatable).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", "-o", help="Directory for results.json, results.csv, jobs.csv, runs.json, plots.")]
+ProcOpt = Annotated[int | None, typer.Option("--processes", "-j", help="Worker processes.")]
+
+err = Console(stderr=True)
+
+
+def _console() -> Console:
+    """Tables stay readable when piped (rich would otherwise squeeze them to 80 columns)."""
+    c = Console()
+    return c if c.is_terminal else Console(width=160)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Bad input exits 2 with one clear message, runtime failures exit 1; no tracebacks."""
+    try:
+        yield
+    except (CompositionError, WorkloadError, registry.PolicyError, ValueError,
+            ValidationError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except SimulationError as exc:
+        err.print(f"[red]simulation failed:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _measure(measure: str | None, jobs: int) -> tuple[int, int] | None:
+    if measure is None:
+        return (3000, 4000) if jobs >= 4000 else None
+    if measure == "all":
+        return None
+    try:
+        lo, hi = (int(x) for x in measure.split(":"))
+    except ValueError:
+        raise ValueError(f"--measure must be FIRST:END or 'all', got {measure!r}") from None
+    return (lo, hi)
+
+
+def _experiments(
+    configs: list[str], rates: list[float], workload: Path | None, format: str | None,
+    skip_bad_rows: bool, jobs: int, seed: int, gpu_demand: str, measure: str | None,
+    cluster: str, round_: float | None, quantize: bool | None, restart_cost: float | None,
+    throughputs: Path | None, policy_paths: list[Path] | None,
+) -> list[Experiment]:
+    paths = [str(p) for p in policy_paths or []]
+    for p in paths:
+        registry.load_policy_file(p)
+    ClusterSpec.parse(cluster)  # fail early on a bad shape
+    thr = ThroughputSpec(kind="gavel", path=str(throughputs)) if throughputs else ThroughputSpec()
+    thr.build()  # a bad table is an input error now, not a worker crash later
+    cli_sim = {k: v for k, v in (("round_duration", round_), ("quantize_to_rounds", quantize),
+                                 ("restart_cost", restart_cost)) if v is not None}
+    exps = []
+    for name in configs:
+        comp = load(name)
+        sim_table = _sim_table(name)
+        sim = SimConfig.model_validate({**sim_table, **cli_sim})
+        for rate in rates if workload is None else [None]:
+            if workload is None:
+                wl = WorkloadSpec(generator={"n_jobs": jobs, "jobs_per_hour": rate, "seed": seed,
+                                             "gpu_demand": gpu_demand,
+                                             "measure": _measure(measure, jobs)})
+            else:
+                wl = WorkloadSpec(path=str(workload), format=format, skip_bad_rows=skip_bad_rows)
+            label: dict[str, Any] = {"jobs_per_hour": rate} if rate is not None else {
+                "workload": str(workload)}
+            exps.append(Experiment(composition=comp.config, workload=wl, cluster=cluster,
+                                   sim=sim, throughput=thr, policy_paths=paths, label=label))
+    return exps
+
+
+def _sim_table(source: str) -> dict[str, Any]:
+    """The ``[simulation]`` table of a composition file (bundled or path), if any."""
+    path, data = read(source)
+    table = data.get("simulation", {})
+    if not isinstance(table, dict):
+        raise CompositionError(f"{path}: [simulation] must be a table")
+    return table
+
+
+def _table(results: list[RunResult], title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("composition", "load", "jobs", "avg JCT h", "p50 h", "p99 h", "resp. s",
+                "queue s", "util %", "preempt", "wall s"):
+        t.add_column(col, justify="left" if col == "composition" else "right", no_wrap=True)
+
+    def f(v: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+        return "-" if v is None else fmt.format(v / scale)
+
+    for r in results:
+        m = summarize(r)
+        load_ = r.params.get("jobs_per_hour")
+        t.add_row(r.name, "-" if load_ is None else f"{load_:g}/h", str(m.count),
+                  f(m.avg_jct, 3600, "{:.2f}"), f(m.p50_jct, 3600, "{:.2f}"),
+                  f(m.p99_jct, 3600, "{:.2f}"), f(m.avg_responsiveness, fmt="{:.0f}"),
+                  f(m.avg_queueing_delay, fmt="{:.0f}"),
+                  f(None if m.utilization is None else m.utilization * 100),
+                  str(m.preemptions), f"{r.wall_seconds:.2f}")
+    return t
+
+
+def _report(results: list[RunResult], title: str, as_json: bool, out: Path | None) -> None:
+    rows = [summary_row(r) for r in results]
+    if out is not None:
+        from ..plot import write_plots
+        from .metrics import job_rows
+
+        out.mkdir(parents=True, exist_ok=True)
+        write_json([summarize(r) for r in results], out / "results.json")
+        write_csv(rows, out / "results.csv")
+        write_csv([{"composition": r.name, **row} for r in results for row in job_rows(r)],
+                  out / "jobs.csv")
+        save_runs(results, out / "runs.json")
+        sweep = rows if len({r.params.get("jobs_per_hour") for r in results}) > 1 else []
+        write_plots(results, out, rows=[{**row, "policy": row["composition"],
+                                         "load": row.get("jobs_per_hour")} for row in sweep])
+    if as_json:
+        typer.echo(json.dumps(rows, default=str, indent=2))
+    else:
+        _console().print(_table(results, title))
+        if out is not None:
+            _console().print(f"results and plots in {out}/")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def simulate(
+        config: Annotated[str, typer.Option("--config", "-c", help="Composition TOML file or "
+                                            "bundled composition name.")] = "fifo",
+        rate: Annotated[float, typer.Option("--rate", "-r", help="Synthetic: jobs/hour.")] = 6.0,
+        workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
+        jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
+        measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
+        quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
+        throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
+        as_json: JsonOpt = False, out: OutOpt = None,
+    ) -> None:
+        """Simulate one composition on a workload and print its metrics."""
+        with user_errors():
+            (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
+                                  gpu_demand, measure, cluster, round_, quantize, restart_cost,
+                                  throughputs, policy_path)
+            results = run_all([exp], processes=1)
+            skipped = exp.workload.path and exp.workload.skip_bad_rows
+            if skipped:
+                n = exp.workload.load().skipped_rows
+                err.print(f"skipped {n} bad row(s) in {exp.workload.path}")
+            _report(results, f"simulation on {cluster}", as_json, out)
+
+    @app.command()
+    def compare(
+        config: Annotated[list[str] | None, typer.Option(
+            "--config", "-c", help="Compositions to compare (repeatable; files or bundled "
+            f"names). Default: {', '.join(DEFAULT_COMPARE)}.")] = None,
+        rate: Annotated[list[float] | None, typer.Option(
+            "--rate", "-r", help="Synthetic loads in jobs/hour (repeatable). Default 8.")] = None,
+        workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
+        jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
+        measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
+        quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
+        throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
+        processes: ProcOpt = None, as_json: JsonOpt = False, out: OutOpt = None,
+    ) -> None:
+        """Run several compositions x loads on the identical job stream and compare them.
+
+        With no options: Blox's Figure-6 setup (32 nodes x 4 GPUs, 1-GPU jobs, 300 s rounds,
+        Poisson arrivals, jobs 3000-4000 measured) at 8 jobs/hour for six compositions.
+        """
+        with user_errors():
+            exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
+                                skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, round_,
+                                quantize, restart_cost, throughputs, policy_path)
+            results = run_all(exps, processes)
+            _report(results, f"comparison on {cluster}", as_json, out)
+
+    @app.command()
+    def policies(
+        policy_path: PolicyPathOpt = None, as_json: JsonOpt = False,
+    ) -> None:
+        """List the policies (per extension point) and the bundled compositions."""
+        with user_errors():
+            for p in policy_path or []:
+                registry.load_policy_file(p)
+            specs = registry.available()
+            if as_json:
+                typer.echo(json.dumps({
+                    "policies": [{"kind": s.kind, "name": s.name, "summary": s.summary,
+                                  "params": s.params.model_json_schema().get("properties", {})}
+                                 for s in specs],
+                    "compositions": bundled_names()}, indent=2))
+                return
+            t = Table(title="policies")
+            for col in ("kind", "name", "parameters", "what it does"):
+                t.add_column(col)
+            for s in specs:
+                params = ", ".join(f"{k}={v.default!r}" for k, v in s.params.model_fields.items())
+                t.add_row(s.kind, s.name, params, s.summary)
+            _console().print(t)
+            _console().print("bundled compositions: " + ", ".join(bundled_names()))
+
+    @app.command()
+    def plot(
+        runs: Annotated[Path, typer.Argument(help="runs.json written by simulate/compare --out.")],
+        out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the PNGs.")] =
+        Path("plots"),
+    ) -> None:
+        """Write JCT CDF and utilization PNGs (and sweep plots for several loads)."""
+        from ..plot import write_plots
+
+        with user_errors():
+            results = load_runs(runs)
+            rows = [{**summary_row(r), "policy": r.name, "load": r.params.get("jobs_per_hour")}
+                    for r in results]
+            sweep = rows if len({row["load"] for row in rows}) > 1 else []
+            for path in write_plots(results, out, rows=sweep):
+                typer.echo(str(path))
+
+

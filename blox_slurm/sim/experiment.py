@@ -1,0 +1,129 @@
+"""Experiments: one simulation described by plain data, so it can run in a worker process.
+
+``compare`` and ``sweep`` build a grid of :class:`Experiment` values (compositions x loads)
+and :func:`run_all` runs them in a process pool. Each worker rebuilds its composition from the
+normalized config and regenerates (or reloads) the workload from its spec; the generator is
+deterministic for a seed, so every composition at one load sees the identical job stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import registry
+from ..composition import build
+from ..throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from ..workloads import generate, load_workload
+from ..workloads.schema import Workload
+from .config import ClusterSpec, SimConfig
+from .records import JobRecord, RunResult
+from .simulator import Simulator
+
+
+class WorkloadSpec(BaseModel):
+    """A trace file (``path``, ``format``) or, without a path, generator parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str | None = None
+    format: str | None = None
+    skip_bad_rows: bool = False
+    generator: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def is_gavel(self) -> bool:
+        return self.format == "gavel" or (self.format is None and str(self.path).endswith(".trace"))
+
+    def load(self, **opts: Any) -> Workload:
+        if self.path is None:
+            return generate(**self.generator)
+        return load_workload(self.path, self.format, self.skip_bad_rows, **opts)
+
+
+class ThroughputSpec(BaseModel):
+    """``parametric`` (built-in scaling model) or ``gavel`` (measured table at ``path``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["parametric", "gavel"] = "parametric"
+    path: str | None = None
+    reference_type: str = "v100"
+
+    def build(self) -> ThroughputModel:
+        if self.kind == "parametric":
+            return DEFAULT_THROUGHPUT
+        from ..workloads.gavel_throughput import GavelThroughput
+
+        if not self.path:
+            raise ValueError("throughput kind 'gavel' needs the path of simulation_throughputs.json")
+        return GavelThroughput(self.path, reference_type=self.reference_type,
+                               fallback=DEFAULT_THROUGHPUT)
+
+
+class Experiment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    composition: dict[str, Any]
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    cluster: str = "gpu:4x32"
+    sim: SimConfig = Field(default_factory=SimConfig)
+    throughput: ThroughputSpec = Field(default_factory=ThroughputSpec)
+    policy_paths: list[str] = Field(default_factory=list)
+    label: dict[str, Any] = Field(default_factory=dict)
+
+
+def run(exp: Experiment) -> RunResult:
+    for path in exp.policy_paths:
+        registry.load_policy_file(path)
+    comp = build(exp.composition)
+    throughput = exp.throughput.build()
+    # A Gavel trace's durations come from the same measured table the simulator runs on.
+    gavel = exp.workload.is_gavel and exp.throughput.kind == "gavel"
+    workload = exp.workload.load(**({"throughputs": throughput} if gavel else {}))
+    cluster = ClusterSpec.parse(exp.cluster)
+    result = Simulator(workload, comp, cluster.build(), exp.sim, throughput).run()
+    params: dict[str, Any] = {"composition": comp.name, "cluster": str(cluster),
+                              "jobs": len(workload.jobs), **exp.label}
+    return replace(result, params=params)
+
+
+def run_all(exps: list[Experiment], processes: int | None = None) -> list[RunResult]:
+    """Run experiments in a process pool (in order of ``exps``); ``processes=1`` runs inline."""
+    n = processes or min(len(exps), os.cpu_count() or 1)
+    if n <= 1 or len(exps) == 1:
+        return [run(e) for e in exps]
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(run, exps))
+
+
+def save_runs(results: list[RunResult], path: str | Path) -> Path:
+    """All runs with their per-job records, for ``blox-slurm plot`` to re-render later."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = [{
+        "name": r.name, "total_gpus": r.total_gpus, "params": r.params,
+        "measured": sorted(r.measured) if r.measured is not None else None,
+        "unfinished": list(r.unfinished), "utilization": [list(p) for p in r.utilization],
+        "jobs": [[j.id, j.submit_time, j.num_gpus, j.duration, j.first_start, j.finish,
+                  j.preemptions, j.gpu_seconds, j.model, j.user] for j in r.jobs],
+    } for r in results]
+    out.write_text(json.dumps(data))
+    return out
+
+
+def load_runs(path: str | Path) -> list[RunResult]:
+    try:
+        data = json.loads(Path(path).read_text())
+        return [RunResult(
+            name=d["name"], total_gpus=int(d["total_gpus"]),
+            jobs=tuple(JobRecord(*row) for row in d["jobs"]),
+            utilization=tuple((float(t), int(b)) for t, b in d["utilization"]),
+            measured=frozenset(d["measured"]) if d["measured"] is not None else None,
+            unfinished=tuple(d["unfinished"]), params=dict(d["params"]),
+        ) for d in data]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a runs file written by blox-slurm ({exc})") from None
