@@ -133,7 +133,7 @@ class GavelThroughput:
         self._aliases = dict(type_aliases or {})
         self.fallback = fallback
         self.reference_type = self._base_type(reference_type)
-        self._cache: dict[tuple[str, int, str, bool], float] = {}
+        self._rates: dict[tuple[str, int, int, bool, str], float] = {}
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -172,23 +172,22 @@ class GavelThroughput:
         self, model: str, gpus: int, gpu_type: str | None = None, spread: bool = False
     ) -> float:
         """Steps/s of ``model`` alone on ``gpus`` GPUs; estimated for unmeasured counts."""
-        base = self._base_type(gpu_type or self.reference_type)
-        key = (model, gpus, base, spread)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
         if gpus < 1:
             raise ValueError(f"gpus must be >= 1, got {gpus}")
+        base = self._base_type(gpu_type or self.reference_type)
         measured = self._tables[base].get(self.require(model), {})
         if spread:
             measured = {**measured, **self._tables.get(base + _SPREAD, {}).get(model, {})}
-        value = _estimate(measured, gpus) if measured else 0.0
-        self._cache[key] = value
-        return value
+        return _estimate(measured, gpus) if measured else 0.0
 
     def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
         if gpus <= 0:
             return 0.0
+        # Cached per (model, request, allocation): the simulator asks at every start.
+        key = (job.model, job.num_gpus, gpus, nodes > 1, gpu_type)
+        cached = self._rates.get(key)
+        if cached is not None:
+            return cached
         if not self.knows(job.model):
             if self.fallback is not None:
                 return self.fallback.rate(job, gpus, nodes, gpu_type)
@@ -199,7 +198,9 @@ class GavelThroughput:
                 f"job {job.id}: {job.model!r} on {job.num_gpus} GPUs does not run on the "
                 f"reference type {self.reference_type}, so it has no reference rate"
             )
-        return self.steps_per_second(job.model, gpus, gpu_type, spread=nodes > 1) / reference
+        value = self.steps_per_second(job.model, gpus, gpu_type, spread=nodes > 1) / reference
+        self._rates[key] = value
+        return value
 
     def _base_type(self, gpu_type: str) -> str:
         name = self._aliases.get(gpu_type, gpu_type)
