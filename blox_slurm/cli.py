@@ -37,3 +37,6 @@ def main(
 from .sim.cli import register as register_sim  # noqa: E402
 
 register_sim(app)
+from .telemetry.cli import register as register_telemetry  # noqa: E402
+
+register_telemetry(app)
