@@ -40,3 +40,6 @@ register_sim(app)
 from .telemetry.cli import register as register_telemetry  # noqa: E402
 
 register_telemetry(app)
+from .emulator.cli import register as register_emulator  # noqa: E402
+
+register_emulator(app)

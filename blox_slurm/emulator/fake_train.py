@@ -1,0 +1,172 @@
+"""The fake training job run inside emulated Slurm jobs.
+
+It does what a well-behaved checkpointing trainer does, minus the GPU: it runs ``total``
+iterations at ``iters_per_sec`` (``time_scale`` times faster than real), publishes progress,
+and on SIGTERM or SIGUSR1 saves the number of *completed* iterations and exits, so a requeued
+run resumes exactly there. An iteration is counted only once it completes, and the checkpoint
+records every run's ``[first, end)`` range: across any number of preemptions the ranges tile
+``[0, total)`` with no gap and no overlap, which is what the tests check.
+
+Exit codes: 0 finished; :data:`EXIT_PREEMPTED` (75, ``EX_TEMPFAIL``) checkpointed on a signal.
+When Slurm itself stops the job (``scontrol requeue``/``requeuehold``, ``scancel``) the code is
+irrelevant; when only the signal arrives (``scancel --signal=USR1``), the emulator's
+``RequeueExitHold=75`` makes Slurm requeue the job held instead of marking it FAILED, so the
+controller's checkpoint-then-requeue preemption cannot lose a job to a race.
+
+Files (JSON, written atomically via rename): progress ``{iteration, total, time, state, runs,
+history, model}`` and the checkpoint. Default location ``$SLURM_SUBMIT_DIR/.blox-fake/`` (else
+the working directory) as ``<SLURM_JOB_ID>.progress.json`` / ``.ckpt.json``; override with
+``--progress-file``/``--checkpoint-file`` or ``BLOX_PROGRESS_FILE``/``BLOX_CHECKPOINT_FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_PREEMPTED = 75
+DEFAULT_ITERS_PER_SEC = 10.0
+
+
+@dataclass
+class Checkpoint:
+    iteration: int = 0
+    history: list[list[int]] = field(default_factory=list)  # [first, end) of every run
+
+    @classmethod
+    def load(cls, path: Path) -> Checkpoint:
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return cls()
+        return cls(int(data["iteration"]), [list(map(int, r)) for r in data["history"]])
+
+
+def default_paths(job_id: str | None = None) -> tuple[Path, Path]:
+    """(progress, checkpoint) files for this job, honouring the environment overrides."""
+    env = os.environ
+    job = job_id or env.get("SLURM_JOB_ID", "local")
+    base = Path(env.get("SLURM_SUBMIT_DIR") or os.getcwd()) / ".blox-fake"
+    progress = env.get("BLOX_PROGRESS_FILE") or str(base / f"{job}.progress.json")
+    checkpoint = env.get("BLOX_CHECKPOINT_FILE") or str(base / f"{job}.ckpt.json")
+    return Path(progress), Path(checkpoint)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomic: a reader sees the old or the new file, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def read_progress(path: Path) -> dict[str, Any] | None:
+    """What the controller (or a test) reads; None before the first write."""
+    try:
+        return dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class FakeTrainer:
+    total: int
+    progress_file: Path
+    checkpoint_file: Path
+    iters_per_sec: float = DEFAULT_ITERS_PER_SEC
+    time_scale: float = 1.0
+    model: str = ""
+    progress_interval: float = 0.1  # seconds of real time between progress writes
+
+    def __post_init__(self) -> None:
+        if self.total < 0 or self.iters_per_sec <= 0 or self.time_scale <= 0:
+            raise ValueError("iterations >= 0, iterations/s > 0 and time scale > 0 required")
+        self._stop = threading.Event()
+        self._signal: int | None = None
+
+    def handle_signals(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._signal = signum
+        self._stop.set()
+
+    def run(self) -> int:
+        """Train from the checkpoint; returns the process exit code."""
+        ckpt = Checkpoint.load(self.checkpoint_file)
+        first = done = min(ckpt.iteration, self.total)
+        step = 1.0 / (self.iters_per_sec * self.time_scale)
+        last_write = 0.0
+        self._publish(done, ckpt.history, first, "running")
+        while done < self.total:
+            if self._stop.wait(step):
+                break  # the interrupted iteration does not count
+            done += 1
+            now = time.monotonic()
+            if now - last_write >= self.progress_interval:
+                self._publish(done, ckpt.history, first, "running")
+                last_write = now
+        history = [*ckpt.history, [first, done]]
+        write_json(self.checkpoint_file, {"iteration": done, "history": history})
+        state = "done" if done >= self.total else "preempted"
+        self._publish(done, ckpt.history, first, state, history)
+        return 0 if state == "done" else EXIT_PREEMPTED
+
+    def _publish(
+        self,
+        done: int,
+        past: list[list[int]],
+        first: int,
+        state: str,
+        history: list[list[int]] | None = None,
+    ) -> None:
+        write_json(
+            self.progress_file,
+            {
+                "iteration": done,
+                "total": self.total,
+                "time": time.time(),
+                "state": state,
+                "runs": len(past) + 1,
+                "history": history if history is not None else [*past, [first, done]],
+                "model": self.model,
+                "job_id": os.environ.get("SLURM_JOB_ID", ""),
+                "signal": self._signal,
+            },
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m blox_slurm.emulator.fake_train`` (no typer: starts fast inside jobs)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--iterations", type=int, required=True)
+    p.add_argument("--iters-per-sec", type=float, default=DEFAULT_ITERS_PER_SEC)
+    p.add_argument("--time-scale", type=float, default=1.0)
+    p.add_argument("--model", default="")
+    p.add_argument("--progress-file", type=Path)
+    p.add_argument("--checkpoint-file", type=Path)
+    a = p.parse_args(argv)
+    progress, checkpoint = default_paths()
+    trainer = FakeTrainer(
+        a.iterations,
+        a.progress_file or progress,
+        a.checkpoint_file or checkpoint,
+        a.iters_per_sec,
+        a.time_scale,
+        a.model,
+    )
+    trainer.handle_signals()
+    return trainer.run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

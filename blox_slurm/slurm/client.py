@@ -1,0 +1,218 @@
+"""The Slurm world's boundary: what blox-slurm reads from and asks of a Slurm controller.
+
+Every backend (the CLI one, the pyslurm one) returns these records and raises
+:class:`SlurmError`, so the snapshot builder and the controller never learn which backend
+talks to slurmctld. Records keep Slurm's own vocabulary (state strings, reasons, indices on a
+node); :mod:`blox_slurm.slurm.snapshot` translates them into the core model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, Protocol, runtime_checkable
+
+#: Slurm job states in which a job still holds (or is about to hold) its GPUs for work.
+ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
+PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class GresAlloc:
+    """One GPU allocation on one node, e.g. ``gpu:v100:2(IDX:0,2)``."""
+
+    type: str  # "" when Slurm reports no type
+    count: int
+    indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    job_id: int
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: str  # Slurm's base state, upper case: PENDING, RUNNING, COMPLETING, ...
+    reason: str  # "None" when Slurm gives none
+    priority: int
+    num_gpus: int  # requested, whole job
+    gpu_type: str = ""  # requested type ("" = any)
+    num_nodes: int = 1
+    nodes: tuple[str, ...] = ()  # allocated, in Slurm's order
+    gpu_alloc: Mapping[str, GresAlloc] = field(default_factory=lambda: MappingProxyType({}))
+    cpus: int = 0
+    memory_mb: int = 0
+    submit_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None  # as Slurm says: a projection while running
+    eligible_time: float | None = None
+    comment: str = ""
+    admin_comment: str = ""
+    restart_cnt: int = 0
+    requeue: bool = True
+    req_nodes: tuple[str, ...] = ()
+    exc_nodes: tuple[str, ...] = ()
+    work_dir: str = ""
+    exit_code: int = 0
+
+    @property
+    def held(self) -> bool:
+        """Held by an admin/operator or the user (priority 0 and a hold reason)."""
+        return self.state in PENDING_STATES and self.priority == 0 and (
+            self.reason.startswith("JobHeld") or "held" in self.reason.lower()
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def pending(self) -> bool:
+        return self.state in PENDING_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    name: str
+    state: str  # base state, lower case: idle, mixed, allocated, down, ...
+    flags: frozenset[str] = frozenset()  # DRAIN, COMPLETING, NOT_RESPONDING, ...
+    reason: str = ""
+    gpus_total: int = 0
+    gpus_used: int = 0
+    gpu_type: str = ""
+    gpus_used_indices: tuple[int, ...] = ()
+    cpus: int = 0
+    cpus_alloc: int = 0
+    memory_mb: int = 0
+    features: frozenset[str] = frozenset()
+    partitions: tuple[str, ...] = ()
+
+    @property
+    def draining(self) -> bool:
+        return "DRAIN" in self.flags or self.state in ("drain", "draining", "drained")
+
+    @property
+    def down(self) -> bool:
+        return self.state in ("down", "error", "unknown", "future") or bool(
+            self.flags & {"NOT_RESPONDING", "POWERED_DOWN", "FAIL"}
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """Fields ``scontrol update JobId=..`` may change for the controller.
+
+    ``start_now`` sets ``StartTime=now``: after a requeue Slurm delays a job's eligibility by
+    ~120 s, and this is how the controller makes it schedulable at once. ``req_nodes=()``
+    clears a pin (an empty tuple means "clear", ``None`` means "leave alone").
+    """
+
+    priority: int | None = None
+    req_nodes: tuple[str, ...] | None = None
+    exc_nodes: tuple[str, ...] | None = None
+    start_now: bool = False
+
+    def __post_init__(self) -> None:
+        if self.priority is not None and not 0 <= self.priority < 2**32 - 1:
+            raise ValueError(f"priority {self.priority} out of range")
+        check_node_names((*(self.req_nodes or ()), *(self.exc_nodes or ())))
+        if self.empty:
+            raise ValueError("JobUpdate changes nothing")
+
+    @property
+    def empty(self) -> bool:
+        return (
+            self.priority is None
+            and self.req_nodes is None
+            and self.exc_nodes is None
+            and not self.start_now
+        )
+
+
+NodeAction = Literal["drain", "resume"]
+
+
+class SlurmError(RuntimeError):
+    """A Slurm call failed. ``failed_ids`` lists the job ids Slurm named in its complaint
+    (a batched verb can fail for some ids and succeed for the rest), so the caller can split
+    the batch and retry or drop exactly those."""
+
+    def __init__(
+        self,
+        message: str,
+        argv: Sequence[str] = (),
+        returncode: int | None = None,
+        stderr: str = "",
+        failed_ids: tuple[int, ...] = (),
+    ) -> None:
+        self.argv = tuple(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.failed_ids = failed_ids
+        super().__init__(message)
+
+
+class SlurmUnavailable(SlurmError):
+    """slurmctld could not be reached even after the retries."""
+
+
+def check_node_names(names: Collection[str]) -> None:
+    """Node names end up as argv values; reject anything that is not a plain host name."""
+    for n in names:
+        if not _NODE_NAME.match(n):
+            raise ValueError(f"bad node name {n!r}")
+
+
+@runtime_checkable
+class SlurmClient(Protocol):
+    """Everything blox-slurm needs from Slurm. Verbs taking ``ids`` act on all of them in as
+    few slurmctld round trips as the backend allows; ``calls`` counts the round trips made
+    (benchmarks report it per scheduling round)."""
+
+    name: str
+
+    @property
+    def calls(self) -> int:
+        """slurmctld round trips made so far (each subprocess or RPC, retries included)."""
+        ...
+
+    def version(self) -> str: ...
+
+    def ping(self) -> bool: ...
+
+    def list_jobs(
+        self, partitions: Collection[str] | None = None, *, finished: bool = False
+    ) -> list[SlurmJob]:
+        """Jobs in ``partitions`` (all when None); finished ones only if ``finished``."""
+        ...
+
+    def get_job(self, job_id: int) -> SlurmJob | None: ...
+
+    def list_nodes(self) -> list[SlurmNode]: ...
+
+    def hold(self, ids: Sequence[int]) -> None: ...
+
+    def release(self, ids: Sequence[int]) -> None: ...
+
+    def requeue(self, ids: Sequence[int]) -> None: ...
+
+    def requeue_hold(self, ids: Sequence[int]) -> None: ...
+
+    def update_jobs(self, ids: Sequence[int], update: JobUpdate) -> None: ...
+
+    def signal(self, ids: Sequence[int], signal: str) -> None:
+        """Send ``signal`` (e.g. ``USR1``) to the batch script and all steps of the jobs."""
+        ...
+
+    def cancel(self, ids: Sequence[int]) -> None: ...
+
+    def update_nodes(self, names: Sequence[str], action: NodeAction, reason: str = "") -> None: ...
+
+    def submit(self, argv: Sequence[str], script: str | None = None) -> int:
+        """``sbatch`` with ``argv`` options (and ``script`` on stdin); returns the job id."""
+        ...

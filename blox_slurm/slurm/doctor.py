@@ -1,0 +1,98 @@
+"""``blox-slurm doctor``: what this machine offers the Slurm world, checked, with reasons.
+
+Each check is independent and never raises: an admin runs doctor precisely when things are
+broken, so a missing binary must not hide the answer about NVML.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..emulator.cluster import REQUIRED
+from .backends import select_backend
+from .cli_backend import CliBackend
+from .runner import RetryPolicy
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Report:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.name != "nvml")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
+
+
+def _binaries() -> list[Check]:
+    out = []
+    for binary, package in REQUIRED.items():
+        path = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin")
+        if path is None:
+            out.append(Check(binary, False, f"not found: apt-get install {package}"))
+            continue
+        try:
+            version = subprocess.run(  # noqa: S603 - a found Slurm binary, fixed flag
+                [path, "-V"], capture_output=True, text=True, timeout=10, check=False
+            ).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired) as e:
+            version = f"(version unknown: {e})"
+        out.append(Check(binary, True, f"{path}: {version}"))
+    return out
+
+
+def nvml_check() -> Check:
+    """NVML is optional (the emulator uses emulated telemetry); report what it says."""
+    try:
+        import pynvml
+    except ImportError:
+        return Check("nvml", False, "nvidia-ml-py is not installed")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        return Check("nvml", False, "no NVIDIA driver on this node (NVML library not found)")
+    except pynvml.NVMLError as e:
+        return Check("nvml", False, f"NVML failed to initialise: {e}")
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+    finally:
+        pynvml.nvmlShutdown()
+    return Check("nvml", True, f"driver {driver}, {count} GPU(s)")
+
+
+def diagnose(conf: str | None = None) -> Report:
+    report = Report(_binaries())
+    conf = conf or os.environ.get("SLURM_CONF")
+    if conf is None:
+        report.checks.append(Check("SLURM_CONF", True, "unset: Slurm's default config is used"))
+    else:
+        exists = os.path.isfile(conf)
+        report.checks.append(
+            Check("SLURM_CONF", exists, conf if exists else f"{conf} does not exist")
+        )
+    cli = CliBackend(conf, timeout=5.0, retry=RetryPolicy(attempts=1))
+    answers = cli.ping()
+    report.checks.append(
+        Check("slurmctld", answers, "answers `scontrol ping`" if answers else "does not answer")
+    )
+    if answers:
+        client, reason = select_backend(conf)
+        report.checks.append(Check("backend", True, f"{client.name}: {reason}"))
+    else:
+        report.checks.append(Check("backend", True, "cli: no controller to check pyslurm against"))
+    report.checks.append(nvml_check())
+    return report

@@ -1,0 +1,172 @@
+"""Slurm's view (:class:`SlurmJob`, :class:`SlurmNode`) -> the core :class:`ClusterSnapshot`.
+
+What Slurm cannot know — a job's isolated duration, the service it received in earlier runs,
+whether the admission policy let it in, model and hints — comes from ``extras``, the history
+the controller keeps in its store. Without extras a snapshot is still complete and valid;
+the fields just take the conservative defaults documented on :class:`JobExtras`.
+
+Choices that matter to policies:
+
+* nodes in natural name order (node2 before node10), GPUs numbered node by node, so GPU ids
+  are stable while the node set is;
+* only pending and running jobs are listed (``COMPLETING`` ones are left out: their GPUs free
+  within seconds, and a policy must not preempt a job that is already stopping);
+* jobs that ask for no GPU are left out: the core's invariant is "running <=> holds GPUs".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
+from .client import SlurmJob, SlurmNode
+
+
+@dataclass(frozen=True, slots=True)
+class JobExtras:
+    """Per-job facts the controller remembers across rounds and requeues.
+
+    ``None`` means "not known": ``admitted`` then defaults to "running", ``preemptions`` to
+    Slurm's restart count, ``first_start``/``last_event`` to what Slurm's times imply.
+    """
+
+    attained_base: float = 0.0
+    work_base: float = 0.0
+    duration: float | None = None
+    admitted: bool | None = None
+    model: str = ""
+    hints: Mapping[str, str] = MappingProxyType({})
+    preemptions: int | None = None
+    first_start: float | None = None
+    last_event: float | None = None
+
+
+_NO_EXTRAS = JobExtras()
+
+
+def natural_key(name: str) -> tuple[object, ...]:
+    """``node10`` sorts after ``node2``."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def node_state(n: SlurmNode) -> NodeState:
+    if n.down:
+        return NodeState.DOWN
+    if n.draining:
+        return NodeState.DRAIN
+    return NodeState.UP
+
+
+def gpu_type(n: SlurmNode) -> str:
+    """The gres type (``gpu:v100:4``); else the node's only feature; else ``gpu``."""
+    if n.gpu_type:
+        return n.gpu_type
+    if len(n.features) == 1:
+        return next(iter(n.features))
+    return "gpu"
+
+
+def build_snapshot(
+    jobs: Iterable[SlurmJob],
+    nodes: Iterable[SlurmNode],
+    partitions: Collection[str] | None = None,
+    *,
+    now: float | None = None,
+    extras: Mapping[int, JobExtras] | None = None,
+    throughput: object | None = None,
+    usage: Mapping[str, float] | None = None,
+    telemetry: tuple[GpuSample, ...] = (),
+) -> ClusterSnapshot:
+    """The snapshot of ``partitions`` (every partition when None)."""
+    wanted = set(partitions) if partitions is not None else None
+    picked = sorted(
+        (n for n in nodes if wanted is None or wanted & set(n.partitions)),
+        key=lambda n: natural_key(n.name),
+    )
+    core_nodes: list[Node] = []
+    gpus: list[Gpu] = []
+    ids_of: dict[str, tuple[int, ...]] = {}
+    for n in picked:
+        kind = gpu_type(n)
+        ids = tuple(range(len(gpus), len(gpus) + n.gpus_total))
+        gpus.extend(Gpu(g, n.name, i, kind) for i, g in enumerate(ids))
+        ids_of[n.name] = ids
+        core_nodes.append(
+            Node(n.name, ids, kind, n.cpus, n.memory_mb, node_state(n), n.features)
+        )
+    t = time.time() if now is None else now
+    extras = extras or {}
+    core_jobs = [
+        _job(j, extras.get(j.job_id, _NO_EXTRAS), ids_of, t)
+        for j in jobs
+        if (wanted is None or j.partition in wanted) and (j.pending or j.active)
+    ]
+    kept = sorted((j for j in core_jobs if j is not None), key=lambda j: (j.submit_time, j.id))
+    return ClusterSnapshot(
+        now=t,
+        nodes=tuple(core_nodes),
+        gpus=tuple(gpus),
+        jobs=tuple(kept),
+        telemetry=telemetry,
+        throughput=throughput,
+        usage=dict(usage or {}),
+    )
+
+
+def _allocated(j: SlurmJob, ids_of: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
+    out: list[int] = []
+    for node in j.nodes:
+        alloc = j.gpu_alloc.get(node)
+        node_ids = ids_of.get(node, ())
+        if alloc is None or not node_ids:
+            continue
+        # Slurm reports IDX for File=-backed GPUs; without it, the count is all we know.
+        indices = alloc.indices or tuple(range(alloc.count))
+        out.extend(node_ids[i] for i in indices if i < len(node_ids))
+    return tuple(out)
+
+
+def _job(
+    j: SlurmJob, x: JobExtras, ids_of: Mapping[str, tuple[int, ...]], now: float
+) -> Job | None:
+    if j.num_gpus <= 0:
+        return None
+    submit = j.submit_time if j.submit_time is not None else now
+    run_since: float | None = None
+    first_start = x.first_start  # for a pending job: unknown without the controller's history
+    if j.active:
+        gpus = _allocated(j, ids_of)
+        if not gpus:  # running outside the nodes we see (another partition's node)
+            return None
+        run_since = j.start_time if j.start_time is not None else now
+        state, last_event = JobState.RUNNING, run_since
+        first_start = first_start if first_start is not None else run_since
+    else:
+        gpus, state = (), JobState.PENDING
+        last_event = x.last_event if x.last_event is not None else submit
+    return Job(
+        id=j.job_id,
+        submit_time=submit,
+        num_gpus=len(gpus) if gpus else j.num_gpus,
+        user=j.user,
+        account=j.account,
+        model=x.model,
+        duration=x.duration,
+        cpus=j.cpus,
+        memory_mb=j.memory_mb,
+        state=state,
+        admitted=x.admitted if x.admitted is not None else state is JobState.RUNNING,
+        gpus=gpus,
+        attained_base=x.attained_base,
+        work_base=x.work_base,
+        run_since=run_since,
+        work_since=run_since,
+        first_start=first_start,
+        last_event=last_event,
+        preemptions=x.preemptions if x.preemptions is not None else j.restart_cnt,
+        hints=tuple(sorted(x.hints.items())),
+    )
