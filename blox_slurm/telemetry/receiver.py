@@ -130,7 +130,10 @@ class TelemetryReceiver:
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(
-            target=server.serve_forever, name="telemetry-receiver", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},  # how fast stop() returns
+            name="telemetry-receiver",
+            daemon=True,
         )
         self._thread.start()
         return self
