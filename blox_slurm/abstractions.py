@@ -25,45 +25,57 @@ from .model import ClusterSnapshot, Decisions, Drain, Gpu, GpuId, Job, NodeState
 class FreeGpus:
     """Free GPUs per schedulable node, in node order: the working set placement draws from.
 
-    A small mutable value owned by one round; placement policies only read it (``take`` and
-    ``give`` are called by the round engine and preemption policies, on copies).
+    Values are tuples, so a copy (a preemption trial) is one C-level dict copy however large
+    the cluster; ``take``/``give`` replace the tuples of the nodes they touch. Placement
+    policies only read it; the round engine and preemption policies change their own copies.
     """
 
-    __slots__ = ("by_node", "count", "held", "_gpus")
+    __slots__ = ("by_node", "count", "_gpus")
 
-    def __init__(self, by_node: dict[str, list[GpuId]], gpus: Sequence[Gpu], held: int = 0):
+    def __init__(self, by_node: dict[str, tuple[GpuId, ...]], gpus: Sequence[Gpu]):
         self.by_node = by_node
-        self.count = sum(len(v) for v in by_node.values())
-        self.held = held  # GPUs held by running jobs anywhere in the cluster
+        self.count = sum(map(len, by_node.values()))
         self._gpus = gpus
 
     @classmethod
     def of(cls, snapshot: ClusterSnapshot, exclude: frozenset[str] = frozenset()) -> FreeGpus:
-        """Free GPUs of the UP nodes not in ``exclude``."""
+        """Free GPUs of the UP nodes not in ``exclude``.
+
+        Uses the world's index ``snapshot.free`` when it has one (the simulator keeps it
+        incrementally); otherwise derives it from the running jobs' allocations.
+        """
+        if snapshot.free is not None:
+            by_node = dict(snapshot.free)
+            for name in exclude:
+                by_node.pop(name, None)
+            return cls(by_node, snapshot.gpus)
         busy = {g for job in snapshot.jobs for g in job.gpus}
         up = NodeState.UP
         by_node = {
-            n.name: [g for g in n.gpu_ids if g not in busy] if busy else list(n.gpu_ids)
+            n.name: tuple(g for g in n.gpu_ids if g not in busy)
             for n in snapshot.nodes
             if n.state is up and n.name not in exclude
         }
-        return cls(by_node, snapshot.gpus, len(busy))
+        return cls(by_node, snapshot.gpus)
 
     def copy(self) -> FreeGpus:
-        return FreeGpus({k: v[:] for k, v in self.by_node.items()}, self._gpus, self.held)
+        twin = FreeGpus.__new__(FreeGpus)
+        twin.by_node, twin.count, twin._gpus = dict(self.by_node), self.count, self._gpus
+        return twin
 
     def take(self, gpus: Sequence[GpuId]) -> None:
-        for g in gpus:
-            self.by_node[self._gpus[g].node].remove(g)
+        taken = set(gpus)
+        for node in {self._gpus[g].node for g in gpus}:
+            self.by_node[node] = tuple(g for g in self.by_node[node] if g not in taken)
         self.count -= len(gpus)
 
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted job (only those on nodes still schedulable)."""
         for g in gpus:
-            free = self.by_node.get(self._gpus[g].node)
+            node = self._gpus[g].node
+            free = self.by_node.get(node)
             if free is not None:
-                free.append(g)
-                free.sort()
+                self.by_node[node] = tuple(sorted((*free, g)))
                 self.count += 1
 
 

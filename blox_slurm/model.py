@@ -142,6 +142,9 @@ class ClusterSnapshot:
     throughput: object | None = None  # a ThroughputModel; see blox_slurm.throughput
     # Decayed historical GPU-seconds per user/account, maintained by the world for fair share.
     usage: Mapping[str, float] = field(default_factory=dict)
+    # Optional index a world may keep incrementally: free GPU ids of every UP node, in node
+    # order. Must agree with ``jobs``; without it the round derives it from the allocations.
+    free: Mapping[str, tuple[GpuId, ...]] | None = None
 
     @property
     def total_gpus(self) -> int:

@@ -17,9 +17,15 @@ from __future__ import annotations
 
 from .abstractions import FreeGpus
 from .composition import Composition
+import bisect
 from collections.abc import Sequence
+from itertools import compress, count, filterfalse
+from operator import attrgetter, not_
 
 from .model import ClusterSnapshot, Decisions, Job, Start
+
+# C-level field getters: the round touches every job a few times, so these matter.
+_admitted, _gpus, _id = attrgetter("admitted"), attrgetter("gpus"), attrgetter("id")
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) -> Decisions:
@@ -30,7 +36,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         forced = {j.id: j for j in snapshot.jobs if j.running and j.id in wanted_out}
 
     jobs = snapshot.jobs
-    waiting = [j for j in jobs if not j.admitted and not j.gpus]  # gpus <=> running
+    waiting = [j for j in filterfalse(_admitted, jobs) if not j.gpus]  # gpus <=> running
     admit = tuple(comp.admission.admit(snapshot, waiting)) if waiting else ()
     admitted = set(admit)
     if not forced and len(admitted) == len(waiting):
@@ -47,20 +53,23 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         free.give(job.gpus)
 
     placement, preemption = comp.placement, comp.preemption
-    running = [j for j in order if j.gpus]
-    running_below = free.held  # GPUs held by running jobs not yet walked past
-    passed = 0  # running jobs already walked past
+    # Only pending jobs need work; running ones keep their GPUs unless preempted. Walking the
+    # pending positions alone keeps a round cheap when hundreds of jobs run.
+    pending_pos = list(compress(count(), map(not_, map(_gpus, order))))
+    n_running = len(order) - len(pending_pos)
+    running: list[Job] | None = None  # running jobs in rank order, built on first need
+    running_pos: list[int] = []
     preempted: dict[int, int] = {}  # victim id -> job it made room for
     starts: list[Start] = []
     reasons: dict[int, str] = {}
     blocker: Job | None = None
 
-    for job in order:
-        if job.gpus:
-            if job.id not in preempted:
-                running_below -= len(job.gpus)
-                passed += 1
-            continue
+    for k, pos in enumerate(pending_pos):
+        job = order[pos]
+        # Running jobs ranked below this one (preempted ones included: an upper bound).
+        running_below = n_running - (pos - k)
+        if not explain and free.count == 0 and running_below <= 0:
+            break  # nothing is free and nothing below can be stopped: no later job can start
         if blocker is not None:
             if explain:
                 reasons[job.id] = f"strict order: waiting behind job {blocker.id}"
@@ -69,18 +78,21 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         gpus = None
         if want <= free.count:
             gpus = placement.choose(snapshot, job, want, free)
-        if gpus is None and want <= free.count + running_below:
-            candidates = [v for v in running[passed:] if v.id not in preempted]
+        if gpus is None and running_below > 0:
+            if running is None:
+                running_pos = [i for i, j in enumerate(order) if j.gpus]
+                running = [order[i] for i in running_pos]
+            below = bisect.bisect_right(running_pos, pos)
+            candidates = [v for v in running[below:] if v.id not in preempted]
 
             def fits(trial: FreeGpus, job: Job = job, want: int = want) -> bool:
                 return placement.choose(snapshot, job, want, trial) is not None
 
-            victims = preemption.victims(job, candidates, free, want, fits)
+            victims = preemption.victims(job, candidates, free, want, fits) if candidates else ()
             if victims:
                 for v in victims:
                     preempted[v.id] = job.id
                     free.give(v.gpus)
-                    running_below -= len(v.gpus)
                 gpus = placement.choose(snapshot, job, want, free)
         if gpus is not None:
             free.take(gpus)
@@ -91,8 +103,6 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
                                    " and preempting lower-ranked jobs would not make it fit")
             if not preemption.backfill:
                 blocker = job
-        if not explain and free.count == 0 and running_below <= 0:
-            break
 
     if explain:
         for victim, beneficiary in preempted.items():
@@ -111,7 +121,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         admit=admit,
         start=tuple(starts),
         preempt=tuple(preempted) + tuple(f for f in forced if f not in preempted),
-        order=tuple([j.id for j in order]),
+        order=tuple(map(_id, order)),
         drain=view.drain,
         flag=view.flag,
         reasons=reasons,

@@ -72,6 +72,14 @@ class Simulator:
         gpu_node = [g.node for g in self.gpus]
         gpu_type = [g.type for g in self.gpus]
         owner: list[int | None] = [None] * len(self.gpus)
+        # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
+        free: dict[str, tuple[int, ...]] = {n.name: n.gpu_ids for n in self.nodes}
+
+        def release(gpus: tuple[int, ...]) -> None:
+            for g in gpus:
+                owner[g] = None
+            for node in {gpu_node[g] for g in gpus}:
+                free[node] = tuple(sorted((*free[node], *(g for g in gpus if gpu_node[g] == node))))
         time_dependent = comp.time_dependent
 
         active: dict[int, Job] = {}
@@ -102,8 +110,7 @@ class Simulator:
                     continue  # superseded by a preemption
                 del finish_at[jid]
                 job = active.pop(jid)
-                for g in job.gpus:
-                    owner[g] = None
+                release(job.gpus)
                 busy -= len(job.gpus)
                 mark(ft)
                 records.append(JobRecord(
@@ -131,7 +138,7 @@ class Simulator:
             if dirty or (time_dependent and pending):
                 rounds += 1
                 snap = ClusterSnapshot(t, self.nodes, self.gpus, tuple(active.values()),
-                                       throughput=model)
+                                       throughput=model, free=free)
                 d = decide(snap, comp)
                 decisions += 1
                 if not d.empty:
@@ -140,8 +147,7 @@ class Simulator:
                         active[jid] = replace(active[jid], admitted=True)
                     for jid in d.preempt:
                         job = self._check(active, jid, JobState.RUNNING, t)
-                        for g in job.gpus:
-                            owner[g] = None
+                        release(job.gpus)
                         busy -= len(job.gpus)
                         pending += 1
                         del finish_at[jid]
@@ -158,6 +164,9 @@ class Simulator:
                                     f"t={t}: GPU {g} given to job {st.job_id} but job "
                                     f"{owner[g]} holds it")
                             owner[g] = st.job_id
+                        taken = set(st.gpus)
+                        for node in {gpu_node[g] for g in st.gpus}:
+                            free[node] = tuple(g for g in free[node] if g not in taken)
                         n = len(st.gpus)
                         types = {gpu_type[g] for g in st.gpus}
                         spans = len({gpu_node[g] for g in st.gpus})

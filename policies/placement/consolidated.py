@@ -28,15 +28,15 @@ class Consolidated:
     ) -> tuple[GpuId, ...] | None:
         if count > free.count:
             return None
-        best: list[GpuId] | None = None
+        best: tuple[GpuId, ...] | None = None
         for gpus in free.by_node.values():
             n = len(gpus)
             if n == count:
-                return tuple(gpus)
+                return gpus
             if n > count and (best is None or n < len(best)):
                 best = gpus
         if best is not None:
-            return tuple(best[:count])
+            return best[:count]
         largest = max((len(n.gpu_ids) for n in snapshot.nodes if n.name in free.by_node),
                       default=0)
         if count <= largest and not self.spread_if_needed:

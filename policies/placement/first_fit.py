@@ -19,7 +19,8 @@ class FirstFit:
             return None
         out: list[GpuId] = []
         for gpus in free.by_node.values():
-            out.extend(gpus[: count - len(out)])
-            if len(out) == count:
-                return tuple(out)
+            if gpus:
+                out.extend(gpus[: count - len(out)])
+                if len(out) == count:
+                    return tuple(out)
         return None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from blox_slurm.abstractions import Schedule
@@ -7,9 +8,8 @@ from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
 
-def arrival_key(job: Job) -> tuple[float, int]:
-    """Arrival order, ties broken by job id: the tie-break every built-in policy shares."""
-    return (job.submit_time, job.id)
+arrival_key = operator.attrgetter("submit_time", "id")
+"""Arrival order, ties broken by job id: the tie-break every built-in policy shares."""
 
 
 @register("scheduling", "fifo")
