@@ -14,8 +14,8 @@ irrelevant; when only the signal arrives (``scancel --signal=USR1``), the emulat
 controller's checkpoint-then-requeue preemption cannot lose a job to a race.
 
 Files (JSON, written atomically via rename): progress ``{iteration, total, time, state, runs,
-history, model}`` and the checkpoint. Default location ``$SLURM_SUBMIT_DIR/.blox-fake/`` (else
-the working directory) as ``<SLURM_JOB_ID>.progress.json`` / ``.ckpt.json``; override with
+history, model}`` and the checkpoint. Default location ``.blox-fake/`` in the job's working
+directory (``sbatch --chdir``), as ``<SLURM_JOB_ID>.progress.json`` / ``.ckpt.json``; override with
 ``--progress-file``/``--checkpoint-file`` or ``BLOX_PROGRESS_FILE``/``BLOX_CHECKPOINT_FILE``.
 """
 
@@ -52,7 +52,7 @@ def default_paths(job_id: str | None = None) -> tuple[Path, Path]:
     """(progress, checkpoint) files for this job, honouring the environment overrides."""
     env = os.environ
     job = job_id or env.get("SLURM_JOB_ID", "local")
-    base = Path(env.get("SLURM_SUBMIT_DIR") or os.getcwd()) / ".blox-fake"
+    base = Path.cwd() / ".blox-fake"
     progress = env.get("BLOX_PROGRESS_FILE") or str(base / f"{job}.progress.json")
     checkpoint = env.get("BLOX_CHECKPOINT_FILE") or str(base / f"{job}.ckpt.json")
     return Path(progress), Path(checkpoint)
