@@ -17,7 +17,15 @@ from .. import registry
 from ..composition import CompositionError, bundled_names, load, read
 from ..workloads.schema import WorkloadError
 from .config import ClusterSpec, SimConfig
-from .experiment import Experiment, ThroughputSpec, WorkloadSpec, load_runs, run_all, save_runs
+from .experiment import (
+    Experiment,
+    ThroughputSpec,
+    WorkloadSpec,
+    load_runs,
+    run,
+    run_all,
+    save_runs,
+)
 from .metrics import summarize, summary_row, write_csv, write_json
 from .records import RunResult
 from .simulator import SimulationError
@@ -34,7 +42,7 @@ SkipOpt = Annotated[bool, typer.Option("--skip-bad-rows", help="Skip malformed t
 JobsOpt = Annotated[int, typer.Option("--jobs", "-n", help="Synthetic: number of jobs.")]
 SeedOpt = Annotated[int, typer.Option(help="Synthetic: random seed.")]
 GpuDemandOpt = Annotated[str, typer.Option(
-    help="Synthetic: GPU demand preset (single = all 1 GPU, blox_multi = 1/2/4/8 at "
+    help="Synthetic: GPU demand preset (single = all 1 GPU, blox-multi-gpu = 1/2/4/8 at "
     ".70/.10/.15/.05).")]
 MeasureOpt = Annotated[str | None, typer.Option(
     help="Synthetic: measured job-id window FIRST:END (default 3000:4000 when --jobs >= 4000,"
@@ -131,6 +139,26 @@ def _sim_table(source: str) -> dict[str, Any]:
     return table
 
 
+def _run_with_progress(exp: Experiment, quiet: bool) -> RunResult:
+    """One run with a rich progress bar on stderr (jobs of the measured window finished)."""
+    if quiet or not err.is_terminal:
+        return run(exp)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+        task = bar.add_task(str(exp.composition.get("name")), total=None)
+        last = [-1]
+
+        def update(done: int, total: int) -> None:
+            if done - last[0] >= max(1, total // 200) or done == total:
+                last[0] = done
+                bar.update(task, completed=done, total=total)
+
+        return run(exp, progress=update)
+
+
 def _table(results: list[RunResult], title: str) -> Table:
     t = Table(title=title, title_justify="left")
     for col in ("composition", "load", "jobs", "avg JCT h", "p50 h", "p99 h", "resp. s",
@@ -193,7 +221,7 @@ def register(app: typer.Typer) -> None:
             (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
                                   gpu_demand, measure, cluster, round_, quantize, restart_cost,
                                   throughputs, policy_path)
-            results = run_all([exp], processes=1)
+            results = [_run_with_progress(exp, quiet=as_json)]
             skipped = exp.workload.path and exp.workload.skip_bad_rows
             if skipped:
                 n = exp.workload.load().skipped_rows

@@ -24,7 +24,7 @@ from ..workloads import generate, load_workload
 from ..workloads.schema import Workload
 from .config import ClusterSpec, SimConfig
 from .records import JobRecord, RunResult
-from .simulator import Simulator
+from .simulator import ProgressFn, Simulator
 
 
 class WorkloadSpec(BaseModel):
@@ -76,7 +76,7 @@ class Experiment(BaseModel):
     label: dict[str, Any] = Field(default_factory=dict)
 
 
-def run(exp: Experiment) -> RunResult:
+def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
     for path in exp.policy_paths:
         registry.load_policy_file(path)
     comp = build(exp.composition)
@@ -85,7 +85,7 @@ def run(exp: Experiment) -> RunResult:
     gavel = exp.workload.is_gavel and exp.throughput.kind == "gavel"
     workload = exp.workload.load(**({"throughputs": throughput} if gavel else {}))
     cluster = ClusterSpec.parse(exp.cluster)
-    result = Simulator(workload, comp, cluster.build(), exp.sim, throughput).run()
+    result = Simulator(workload, comp, cluster.build(), exp.sim, throughput).run(progress)
     params: dict[str, Any] = {"composition": comp.name, "cluster": str(cluster),
                               "jobs": len(workload.jobs), **exp.label}
     return replace(result, params=params)
