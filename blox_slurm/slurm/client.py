@@ -16,7 +16,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 #: Slurm job states in which a job still holds (or is about to hold) its GPUs for work.
 ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
-PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+#: ... and those in which it waits. SPECIAL_EXIT: requeued held by ``RequeueExitHold``.
+PENDING_STATES = frozenset(
+    {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"}
+)
 
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 

@@ -138,6 +138,13 @@ def _state(v: Any) -> str:
     return str(v or "")
 
 
+def _exit_status(v: Any) -> int:
+    """v0.0.38 gives the raw wait status (75 << 8 for ``exit 75``), later versions a dict."""
+    if isinstance(v, dict):
+        return _num(v.get("return_code"))
+    return (_num(v) >> 8) & 0xFF
+
+
 def _nodes_of(expr: str) -> tuple[str, ...]:
     return expand_hostlist(expr) if expr and expr != "(null)" else ()
 
@@ -185,7 +192,7 @@ def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
         req_nodes=_nodes_of(str(j.get("required_nodes") or "")),
         exc_nodes=_nodes_of(str(j.get("excluded_nodes") or "")),
         work_dir=str(j.get("current_working_directory") or ""),
-        exit_code=_num(j.get("exit_code")),
+        exit_code=_exit_status(j.get("exit_code")),
     )
 
 

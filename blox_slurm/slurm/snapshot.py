@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
@@ -39,7 +39,7 @@ class JobExtras:
     duration: float | None = None
     admitted: bool | None = None
     model: str = ""
-    hints: Mapping[str, str] = MappingProxyType({})
+    hints: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     preemptions: int | None = None
     first_start: float | None = None
     last_event: float | None = None
