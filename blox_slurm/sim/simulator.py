@@ -187,7 +187,11 @@ class Simulator:
                         finish_at[job.id] = ft
                         heapq.heappush(heap, (ft, job.id))
                     mark(t)
-                dirty = False
+                # A round that changed something is followed by one more: decide() is not
+                # always idempotent (a job preempted this round is not re-placed this round,
+                # even where GPUs are left over), so only a no-op round proves that a
+                # time-independent composition will do nothing until the next event.
+                dirty = bool(d.start or d.preempt or d.admit)
                 t += rd
             else:
                 # Nothing can change before the next event: jump to its round.
