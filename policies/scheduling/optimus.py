@@ -47,7 +47,10 @@ class Optimus:
         per_node = max((len(n.gpu_ids) for n in up), default=1) or 1
         gpu_type = up[0].gpu_type if up else "gpu"
         running = sorted((j for j in jobs if j.running), key=lambda j: (j.submit_time, j.id))
-        busy = sum(len(j.gpus) for j in running)
+        # Spare = free GPUs of UP nodes: a job still running on a draining node holds none.
+        up_names = {n.name for n in up}
+        gpus = snapshot.gpus
+        busy = sum(1 for j in running for g in j.gpus if gpus[g].node in up_names)
         spare = sum(len(n.gpu_ids) for n in up) - busy
 
         def remaining(j: Job) -> float:

@@ -1,0 +1,95 @@
+"""Small builders shared by the core/policy/simulator tests (not a test module)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from blox_slurm import composition
+from blox_slurm.abstractions import FreeGpus
+from blox_slurm.model import (
+    ClusterSnapshot,
+    Decisions,
+    Gpu,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    build_cluster,
+)
+from blox_slurm.workloads.schema import JobSpec, Workload
+
+
+def cluster(*per_node: int, gpu_type: str = "gpu") -> tuple[tuple[Node, ...], tuple[Gpu, ...]]:
+    """Nodes node1.. with the given GPU counts, GPU ids numbered in node order."""
+    return build_cluster([(gpu_type, 1, n) for n in per_node])
+
+
+def pending(jid: int, gpus: int = 1, submit: float = 0.0, **kw: Any) -> Job:
+    kw.setdefault("admitted", True)
+    kw.setdefault("last_event", submit)
+    return Job(jid, submit, gpus, **kw)
+
+
+def running(jid: int, gpus: Iterable[int], submit: float = 0.0, since: float = 0.0,
+            **kw: Any) -> Job:
+    """A running job holding ``gpus`` since ``since`` (its work starts then, at rate 1)."""
+    g = tuple(gpus)
+    kw.setdefault("num_gpus", len(g))
+    kw.setdefault("work_since", since)
+    kw.setdefault("first_start", since)
+    kw.setdefault("last_event", since)
+    return Job(jid, submit, state=JobState.RUNNING, admitted=True, gpus=g, run_since=since,
+               **kw)
+
+
+def snapshot(shape: tuple[tuple[Node, ...], tuple[Gpu, ...]], jobs: Iterable[Job],
+             now: float = 0.0, states: dict[str, NodeState] | None = None,
+             **kw: Any) -> ClusterSnapshot:
+    nodes, gpus = shape
+    if states:
+        nodes = tuple(replace(n, state=states.get(n.name, n.state)) for n in nodes)
+    return ClusterSnapshot(now, nodes, gpus, tuple(jobs), **kw)
+
+
+def free_of(snap: ClusterSnapshot) -> FreeGpus:
+    return FreeGpus.of(snap)
+
+
+def comp(scheduling: Any = "fifo", **sections: Any) -> composition.Composition:
+    return composition.build({"scheduling": scheduling, **sections})
+
+
+def apply(snap: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
+    """The snapshot a world would produce after carrying out ``d`` at the same instant
+    (the simulator's state transitions; no free-GPU index, so it is derived afresh)."""
+    jobs = {j.id: j for j in snap.jobs}
+    t = snap.now
+    for jid in d.admit:
+        jobs[jid] = replace(jobs[jid], admitted=True)
+    for jid in d.preempt:
+        j = jobs[jid]
+        assert j.running, f"decision preempts non-running job {jid}"
+        jobs[jid] = replace(j, state=JobState.PENDING, gpus=(),
+                            attained_base=j.attained_service(t), work_base=j.work_done(t),
+                            run_since=None, work_since=None, rate=1.0,
+                            preemptions=j.preemptions + 1, last_event=t)
+    for s in d.start:
+        j = jobs[s.job_id]
+        assert not j.running, f"decision starts running job {s.job_id}"
+        jobs[s.job_id] = replace(j, state=JobState.RUNNING, gpus=s.gpus, run_since=t,
+                                 work_since=t, rate=1.0, last_event=t,
+                                 first_start=t if j.first_start is None else j.first_start)
+    return replace(snap, jobs=tuple(jobs.values()), free=None)
+
+
+def started(d: Decisions) -> dict[int, tuple[int, ...]]:
+    return {s.job_id: s.gpus for s in d.start}
+
+
+def workload(*jobs: tuple[float, int, float], measure: tuple[int, int] | None = None
+             ) -> Workload:
+    """Jobs ``(submit_time, num_gpus, duration)`` with ids 0.. in the given order."""
+    specs = tuple(JobSpec(i, t, n, d) for i, (t, n, d) in enumerate(jobs))
+    return Workload(tuple(sorted(specs, key=lambda s: (s.submit_time, s.id))), measure=measure)
