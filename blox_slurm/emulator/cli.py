@@ -100,6 +100,8 @@ def register(app: typer.Typer) -> None:
                 job_submit_lua=job_submit_lua,
             )
             emu = Emulator(spec)
+            if foreground:
+                emu.catch_stop_signals()
             seconds = emu.up(timeout=timeout)
             total = sum(g.gpus_per_node * g.count for g in groups)
             _emit(

@@ -153,6 +153,7 @@ class Emulator:
         self.daemons: list[Daemon] = []
         self.ports: Ports | None = None
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._stop_requested = False
 
     # ------------------------------------------------------------------ public
 
@@ -269,23 +270,25 @@ class Emulator:
         self._start_controller(check_packages(self.spec.auth)["slurmctld"], t0 + timeout)
         return time.monotonic() - t0
 
-    def wait(self) -> int:
-        """Block until a daemon dies (the Docker entrypoint's foreground mode); returns the
-        dead daemon's exit status or 0 when interrupted by SIGTERM/SIGINT."""
-        stop = False
+    def catch_stop_signals(self) -> None:
+        """Make SIGTERM/SIGINT end :meth:`wait` instead of the process. Installed *before*
+        ``up`` so that a ``docker stop`` during start-up still stops the cluster cleanly."""
 
         def _stop(signum: int, frame: object) -> None:
-            nonlocal stop
-            stop = True
+            self._stop_requested = True
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, _stop)
-        while not stop:
+
+    def wait(self) -> int:
+        """Block until a stop signal (returns 0) or until a daemon dies (returns its exit
+        status, or 1): the foreground mode of the Docker entrypoint."""
+        while not self._stop_requested:
             for d in self.daemons:
                 if not self._running(d.pid):
                     child = self._children.get(d.pid)
                     return child.returncode if child and child.returncode else 1
-            time.sleep(0.5)
+            time.sleep(0.2)
         return 0
 
     # ------------------------------------------------------------------ start

@@ -202,3 +202,20 @@ def test_cli_up_8x4_status_down_leaves_nothing(tmp_path: Path) -> None:
                 assert tag not in (proc / "environ").read_bytes().split(b"\0"), proc
             except OSError:
                 continue
+
+
+@pytest.mark.slurm
+def test_foreground_mode_stops_the_cluster_on_sigterm(tmp_path: Path) -> None:
+    """What the container's entrypoint does on `docker stop`."""
+    run_dir = tmp_path / "fg"
+    p = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-c", "from blox_slurm.cli import app; app()", "emulator", "up",
+         "--foreground", "--nodes", "2", "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert p.stdout is not None
+    assert "idle in" in p.stdout.readline()
+    pids = [d["pid"] for d in json.loads((run_dir / "emulator.json").read_text())["daemons"]]
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == 0
+    assert not any(cluster._alive(pid) for pid in pids) and not run_dir.exists()
