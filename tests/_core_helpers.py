@@ -40,8 +40,8 @@ def running(jid: int, gpus: Iterable[int], submit: float = 0.0, since: float = 0
     kw.setdefault("work_since", since)
     kw.setdefault("first_start", since)
     kw.setdefault("last_event", since)
-    return Job(jid, submit, state=JobState.RUNNING, admitted=True, gpus=g, run_since=since,
-               **kw)
+    kw.setdefault("admitted", True)
+    return Job(jid, submit, state=JobState.RUNNING, gpus=g, run_since=since, **kw)
 
 
 def snapshot(shape: tuple[tuple[Node, ...], tuple[Gpu, ...]], jobs: Iterable[Job],
