@@ -19,13 +19,13 @@ from .abstractions import FreeGpus
 from .composition import Composition
 import bisect
 from collections.abc import Sequence
-from itertools import compress, count, filterfalse
-from operator import attrgetter, not_
+from itertools import filterfalse
+from operator import attrgetter
 
 from .model import ClusterSnapshot, Decisions, Job, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.
-_admitted, _gpus, _id = attrgetter("admitted"), attrgetter("gpus"), attrgetter("id")
+_admitted, _id = attrgetter("admitted"), attrgetter("id")
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) -> Decisions:
@@ -55,7 +55,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
     placement, preemption = comp.placement, comp.preemption
     # Only pending jobs need work; running ones keep their GPUs unless preempted. Walking the
     # pending positions alone keeps a round cheap when hundreds of jobs run.
-    pending_pos = list(compress(count(), map(not_, map(_gpus, order))))
+    pending_pos = [i for i, j in enumerate(order) if not j.gpus]
     n_running = len(order) - len(pending_pos)
     running: list[Job] | None = None  # running jobs in rank order, built on first need
     running_pos: list[int] = []
