@@ -63,8 +63,11 @@ def register(kind: str, name: str) -> Callable[[C], C]:
         params = getattr(cls, "Params", NoParams)
         existing = _REGISTRY[kind].get(name)
         if existing is not None and existing.factory is not cls:
-            # Re-loading the same file (e.g. --policy-path twice) is harmless; a clash is not.
-            if existing.factory.__qualname__ != cls.__qualname__:
+            # Re-loading the same file (e.g. --policy-path twice: same module name, same
+            # class) is harmless; a clash is not, even between classes of the same name.
+            same = (existing.factory.__module__, existing.factory.__qualname__) == (
+                cls.__module__, cls.__qualname__)
+            if not same:
                 raise PolicyError(f"{kind} policy {name!r} is already registered by "
                                   f"{existing.factory.__module__}.{existing.factory.__qualname__}")
         _REGISTRY[kind][name] = PolicySpec(kind, name, cls, params)
