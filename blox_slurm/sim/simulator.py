@@ -64,6 +64,10 @@ class Simulator:
         cfg, comp, model = self.cfg, self.comp, self.model
         rd = cfg.round_duration
         specs = self.workload.jobs
+        # Arrivals are consumed by a pointer: a workload built by hand out of order would
+        # otherwise hold early jobs back behind a later one (and silently inflate JCTs).
+        if any(a.submit_time > b.submit_time for a, b in zip(specs, specs[1:])):
+            specs = tuple(sorted(specs, key=lambda s: (s.submit_time, s.id)))
         n_specs = len(specs)
         measured = (frozenset(j.id for j in specs if self.workload.measured(j.id))
                     if self.workload.measure is not None else None)
