@@ -37,7 +37,9 @@ class Report:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
-def _binaries() -> list[Check]:
+def _binaries(conf: str | None) -> list[Check]:
+    """Each Slurm binary and its ``-V``; client tools need a config even for that."""
+    env = {**os.environ, **({"SLURM_CONF": conf} if conf else {})}
     out = []
     for binary, package in REQUIRED.items():
         path = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin")
@@ -45,9 +47,11 @@ def _binaries() -> list[Check]:
             out.append(Check(binary, False, f"not found: apt-get install {package}"))
             continue
         try:
-            version = subprocess.run(  # noqa: S603 - a found Slurm binary, fixed flag
-                [path, "-V"], capture_output=True, text=True, timeout=10, check=False
-            ).stdout.strip()
+            p = subprocess.run(  # noqa: S603 - a found Slurm binary, fixed flag
+                [path, "-V"], capture_output=True, text=True, timeout=10, check=False, env=env
+            )
+            tail = (p.stderr.strip().splitlines() or [""])[-1]
+            version = p.stdout.strip() or f"(version unknown: {tail})"
         except (OSError, subprocess.TimeoutExpired) as e:
             version = f"(version unknown: {e})"
         out.append(Check(binary, True, f"{path}: {version}"))
@@ -75,22 +79,23 @@ def nvml_check() -> Check:
 
 
 def diagnose(conf: str | None = None) -> Report:
-    report = Report(_binaries())
     conf = conf or os.environ.get("SLURM_CONF")
+    # Slurm's tools retry a missing config file for many seconds: never hand them one.
+    usable_conf = conf if conf is None or os.path.isfile(conf) else None
+    report = Report(_binaries(usable_conf))
     if conf is None:
         report.checks.append(Check("SLURM_CONF", True, "unset: Slurm's default config is used"))
     else:
-        exists = os.path.isfile(conf)
-        report.checks.append(
-            Check("SLURM_CONF", exists, conf if exists else f"{conf} does not exist")
-        )
-    cli = CliBackend(conf, timeout=5.0, retry=RetryPolicy(attempts=1))
-    answers = cli.ping()
+        report.checks.append(Check("SLURM_CONF", usable_conf is not None,
+                                   conf if usable_conf else f"{conf} does not exist"))
+    answers = False
+    if conf is None or usable_conf is not None:
+        answers = CliBackend(usable_conf, timeout=5.0, retry=RetryPolicy(attempts=1)).ping()
     report.checks.append(
         Check("slurmctld", answers, "answers `scontrol ping`" if answers else "does not answer")
     )
     if answers:
-        client, reason = select_backend(conf)
+        client, reason = select_backend(usable_conf)
         report.checks.append(Check("backend", True, f"{client.name}: {reason}"))
     else:
         report.checks.append(Check("backend", True, "cli: no controller to check pyslurm against"))

@@ -213,9 +213,15 @@ def test_foreground_mode_stops_the_cluster_on_sigterm(tmp_path: Path) -> None:
          "--foreground", "--nodes", "2", "--run-dir", str(run_dir)],
         stdout=subprocess.PIPE, text=True,
     )
-    assert p.stdout is not None
-    assert "idle in" in p.stdout.readline()
-    pids = [d["pid"] for d in json.loads((run_dir / "emulator.json").read_text())["daemons"]]
-    p.send_signal(signal.SIGTERM)
-    assert p.wait(30) == 0
-    assert not any(cluster._alive(pid) for pid in pids) and not run_dir.exists()
+    try:
+        assert p.stdout is not None
+        assert "idle in" in p.stdout.readline()
+        pids = [d["pid"] for d in json.loads((run_dir / "emulator.json").read_text())["daemons"]]
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+        assert not any(cluster._alive(pid) for pid in pids) and not run_dir.exists()
+    finally:  # a failed run must not leave a cluster behind
+        if p.poll() is None:
+            p.kill()
+        if (run_dir / "emulator.json").exists():
+            Emulator.attach(run_dir).down()
