@@ -190,13 +190,15 @@ def test_workload_out_of_order_is_simulated_by_submit_time() -> None:
 
 def test_same_seed_gives_identical_records() -> None:
     def once():
-        wl = generate(n_jobs=300, jobs_per_hour=12.0, seed=7, measure=None,
+        wl = generate(n_jobs=150, jobs_per_hour=12.0, seed=7, measure=None,
+                      durations={"p_long": 0.0},
                       gpu_demand={1: 0.7, 2: 0.1, 4: 0.15, 8: 0.05})
         return run(wl, composition.load("las"), ClusterSpec.parse("gpu:4x4").build())
 
     a, b = once(), once()
     assert a.jobs == b.jobs and a.utilization == b.utilization and a.rounds == b.rounds
-    assert len(a.jobs) == 300 and a.unfinished == ()
+    assert len(a.jobs) == 150 and a.unfinished == ()
+    assert any(j.preemptions for j in a.jobs)  # LAS preempted: a non-trivial run
 
 
 def test_stop_when_measured_ends_the_run_once_the_window_is_done() -> None:
