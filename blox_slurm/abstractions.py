@@ -86,6 +86,9 @@ class Schedule:
 
     order: Sequence[Job]
     gpus: Mapping[int, int] = field(default_factory=dict)
+    # (job id, key, value): memory the policy needs next round, kept by the world on the job
+    # (``Job.marks``). This is how a pure policy carries state, e.g. Tiresias' service reset.
+    marks: tuple[tuple[int, str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

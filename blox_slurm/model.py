@@ -90,6 +90,9 @@ class Job:
     last_event: float = 0.0  # submit, start or preemption time: what starvation is measured from
     preemptions: int = 0
     hints: tuple[tuple[str, str], ...] = ()  # validated user hints (key, value), sorted
+    # Policy marks: small per-job memory a policy asked the world to keep (``Decisions.marks``),
+    # e.g. Tiresias' service reset on promotion. Sorted (key, value) pairs.
+    marks: tuple[tuple[str, float], ...] = ()
 
     @property
     def running(self) -> bool:
@@ -97,6 +100,12 @@ class Job:
 
     def hint(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.hints:
+            if k == key:
+                return v
+        return default
+
+    def mark(self, key: str, default: float = 0.0) -> float:
+        for k, v in self.marks:
             if k == key:
                 return v
         return default
@@ -196,8 +205,9 @@ class Decisions:
     order: tuple[int, ...] = ()
     drain: tuple[Drain, ...] = ()
     flag: tuple[tuple[int, str], ...] = ()  # jobs a policy reports without acting (dry-run)
+    marks: tuple[tuple[int, str, float], ...] = ()  # (job, key, value) for the world to keep
     reasons: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not (self.admit or self.start or self.preempt or self.drain)
+        return not (self.admit or self.start or self.preempt or self.drain or self.marks)

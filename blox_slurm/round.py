@@ -18,6 +18,7 @@ from __future__ import annotations
 from .abstractions import FreeGpus
 from .composition import Composition
 import bisect
+import heapq
 from collections.abc import Sequence
 from itertools import filterfalse
 from operator import attrgetter
@@ -59,13 +60,31 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
     n_running = len(order) - len(pending_pos)
     running: list[Job] | None = None  # running jobs in rank order, built on first need
     running_pos: list[int] = []
+    rank: dict[int, int] = {}  # running job id -> its position in the order
     preempted: dict[int, int] = {}  # victim id -> job it made room for
+    victims_due: list[tuple[int, Job]] = []  # (rank position, victim): re-checked in rank order
     starts: list[Start] = []
     reasons: dict[int, str] = {}
     blocker: Job | None = None
 
+    spare = getattr(preemption, "minimize", True)  # Blox (minimize = false) keeps every victim
+
+    def spare_victims(upto: int) -> None:
+        """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
+        stopped for may have found room elsewhere (placement chooses from the augmented free
+        set), and a victim whose GPUs nobody used then keeps running. (A victim that would fit
+        on other leftover GPUs is not moved here: a decision never starts a running job; the
+        next round restarts it.)"""
+        while victims_due and victims_due[0][0] < upto:
+            _, v = heapq.heappop(victims_due)
+            if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
+                del preempted[v.id]
+                free.take(v.gpus)
+
     for k, pos in enumerate(pending_pos):
         job = order[pos]
+        if victims_due and spare:
+            spare_victims(pos)
         # Running jobs ranked below this one (preempted ones included: an upper bound).
         running_below = n_running - (pos - k)
         if not explain and free.count == 0 and running_below <= 0:
@@ -82,6 +101,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
             if running is None:
                 running_pos = [i for i, j in enumerate(order) if j.gpus]
                 running = [order[i] for i in running_pos]
+                rank = {order[i].id: i for i in running_pos}
             below = bisect.bisect_right(running_pos, pos)
             candidates = [v for v in running[below:] if v.id not in preempted]
 
@@ -93,6 +113,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
                 for v in victims:
                     preempted[v.id] = job.id
                     free.give(v.gpus)
+                    heapq.heappush(victims_due, (rank[v.id], v))
                 gpus = placement.choose(snapshot, job, want, free)
         if gpus is not None:
             free.take(gpus)
@@ -103,6 +124,9 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
                                    " and preempting lower-ranked jobs would not make it fit")
             if not preemption.backfill:
                 blocker = job
+
+    if spare:
+        spare_victims(len(order))
 
     if explain:
         for victim, beneficiary in preempted.items():
@@ -124,5 +148,6 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         order=tuple(map(_id, order)),
         drain=view.drain,
         flag=view.flag,
+        marks=schedule.marks,
         reasons=reasons,
     )

@@ -19,8 +19,8 @@ import heapq
 import math
 import time as _time
 from collections.abc import Callable
-from dataclasses import replace
 
+from .. import transitions
 from ..composition import Composition
 from ..model import ClusterSnapshot, Gpu, Job, JobState, Node
 from ..round import decide
@@ -99,7 +99,7 @@ class Simulator:
         t = _ceil_to(specs[0].submit_time, rd) if specs else 0.0
         dirty = True
 
-        def mark(at: float) -> None:
+        def note_busy(at: float) -> None:
             if util[-1][0] == at:
                 util[-1] = (at, busy)
             else:
@@ -116,7 +116,7 @@ class Simulator:
                 job = active.pop(jid)
                 release(job.gpus)
                 busy -= len(job.gpus)
-                mark(ft)
+                note_busy(ft)
                 records.append(JobRecord(
                     jid, job.submit_time, job.num_gpus, job.duration or 0.0,
                     job.first_start if job.first_start is not None else ft, ft,
@@ -148,18 +148,16 @@ class Simulator:
                 if not d.empty:
                     # Apply: admissions, then preemptions (freeing GPUs), then starts.
                     for jid in d.admit:
-                        active[jid] = replace(active[jid], admitted=True)
+                        active[jid] = transitions.admit(active[jid])
+                    for jid, key, value in d.marks:
+                        active[jid] = transitions.mark(active[jid], ((key, value),))
                     for jid in d.preempt:
                         job = self._check(active, jid, JobState.RUNNING, t)
                         release(job.gpus)
                         busy -= len(job.gpus)
                         pending += 1
                         del finish_at[jid]
-                        active[jid] = replace(
-                            job, state=JobState.PENDING, gpus=(),
-                            attained_base=job.attained_service(t), work_base=job.work_done(t),
-                            run_since=None, work_since=None, rate=1.0,
-                            preemptions=job.preemptions + 1, last_event=t)
+                        active[jid] = transitions.preempt(job, t)
                     for st in d.start:
                         job = self._check(active, st.job_id, JobState.PENDING, t)
                         for g in st.gpus:
@@ -178,19 +176,16 @@ class Simulator:
                         if rate <= 0:
                             raise SimulationError(f"t={t}: job {job.id} would make no progress "
                                                   f"on {n} GPU(s) of type {sorted(types)}")
-                        ws = t + (cfg.restart_cost if job.preemptions else 0.0)
                         busy += n
                         pending -= 1
-                        active[job.id] = job = replace(
-                            job, state=JobState.RUNNING, gpus=st.gpus, run_since=t,
-                            work_since=ws, rate=rate, last_event=t,
-                            first_start=t if job.first_start is None else job.first_start)
-                        ft = ws + ((job.duration or 0.0) - job.work_base) / rate
+                        active[job.id] = job = transitions.start(job, st.gpus, t, rate,
+                                                                 cfg.restart_cost)
+                        ft = job.work_since + ((job.duration or 0.0) - job.work_base) / rate
                         if cfg.quantize_to_rounds:
                             ft = _ceil_to(ft, rd)
                         finish_at[job.id] = ft
                         heapq.heappush(heap, (ft, job.id))
-                    mark(t)
+                    note_busy(t)
                 # A round that changed something is followed by one more: decide() is not
                 # always idempotent (a job preempted this round is not re-placed this round,
                 # even where GPUs are left over), so only a no-op round proves that a

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import bisect
+from operator import itemgetter
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -8,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from blox_slurm.abstractions import Schedule
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
+
+
+RESET = "tiresias.reset"
 
 
 @register("scheduling", "tiresias")
@@ -22,9 +26,10 @@ class Tiresias:
 
     Starvation: a pending job that has waited since its last start/preemption for at least
     ``promote_knob`` x its executed time (attained service / GPUs) is promoted to the top
-    queue for as long as it keeps waiting (Tiresias' PROMOTE_KNOB rule). Unlike the paper's
-    simulator, promotion does not reset the job's attained service: the queue is recomputed
-    from the snapshot each round, which keeps the policy a pure function. ``promote_knob = 0``
+    queue (Tiresias' PROMOTE_KNOB rule) and, as in the paper, its service counter is reset:
+    the policy asks the world to remember the service at promotion (the ``tiresias.reset``
+    mark), and queues are computed from service since then. The promoted job therefore keeps
+    the top queue once it runs instead of being preempted straight back. ``promote_knob = 0``
     disables promotion.
     """
 
@@ -48,13 +53,27 @@ class Tiresias:
         self.promote_knob = p.promote_knob
 
     def queue(self, job: Job, now: float) -> int:
+        """The job's queue this round (0 = highest priority)."""
+        return self._classify(job, now)[0]
+
+    def _classify(self, job: Job, now: float) -> tuple[int, bool]:
+        """(queue index, whether the job is being promoted now)."""
         service = job.attained_service(now)
-        if self.promote_knob and not job.running and service > 0:
+        q = bisect.bisect_right(self.thresholds, service - job.mark(RESET))
+        if q and self.promote_knob and not job.running:
             executed = service / job.num_gpus
             if now - job.last_event >= self.promote_knob * executed:
-                return 0
-        return bisect.bisect_right(self.thresholds, service)
+                return 0, True
+        return q, False
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         now = snapshot.now
-        return Schedule(sorted(jobs, key=lambda j: (self.queue(j, now), j.submit_time, j.id)))
+        keyed = []
+        marks = []
+        for j in jobs:
+            q, promoted = self._classify(j, now)
+            if promoted:
+                marks.append((j.id, RESET, j.attained_service(now)))
+            keyed.append(((q, j.submit_time, j.id), j))
+        keyed.sort(key=itemgetter(0))
+        return Schedule([j for _, j in keyed], marks=tuple(marks))

@@ -1,0 +1,65 @@
+"""A job's state changes, as pure functions: the one definition every world shares.
+
+The simulator applies decisions with these; :func:`apply` carries a whole round's decisions
+out on a snapshot at the same instant (what a world would observe right after applying), which
+is how idempotence (``decide(apply(s, decide(s))) `` starts and stops nothing) is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from .model import ClusterSnapshot, Decisions, GpuId, Job, JobState
+
+
+def admit(job: Job) -> Job:
+    return replace(job, admitted=True)
+
+
+def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
+          restart_cost: float = 0.0) -> Job:
+    """Running on ``gpus`` from ``t``; progress begins after ``restart_cost`` if it was
+    preempted before (restoring a checkpoint)."""
+    return replace(
+        job, state=JobState.RUNNING, gpus=gpus, run_since=t,
+        work_since=t + (restart_cost if job.preemptions else 0.0), rate=rate, last_event=t,
+        first_start=t if job.first_start is None else job.first_start)
+
+
+def preempt(job: Job, t: float) -> Job:
+    """Back to pending at ``t``, service and work so far folded into the bases."""
+    return replace(
+        job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t),
+        work_base=job.work_done(t), run_since=None, work_since=None, rate=1.0,
+        preemptions=job.preemptions + 1, last_event=t)
+
+
+def mark(job: Job, updates: Iterable[tuple[str, float]]) -> Job:
+    """Set policy marks (see ``Job.marks``), keeping the tuple sorted by key."""
+    marks = dict(job.marks)
+    marks.update(updates)
+    return replace(job, marks=tuple(sorted(marks.items())))
+
+
+def apply(snapshot: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
+    """The snapshot right after carrying out ``d`` at ``snapshot.now`` (rate 1, no restart
+    cost, no free-GPU index: the next round derives it afresh)."""
+    jobs = {j.id: j for j in snapshot.jobs}
+    t = snapshot.now
+    for jid in d.admit:
+        jobs[jid] = admit(jobs[jid])
+    by_job: dict[int, list[tuple[str, float]]] = {}
+    for jid, key, value in d.marks:
+        by_job.setdefault(jid, []).append((key, value))
+    for jid, updates in by_job.items():
+        jobs[jid] = mark(jobs[jid], updates)
+    for jid in d.preempt:
+        if not jobs[jid].running:
+            raise ValueError(f"decision preempts job {jid}, which is not running")
+        jobs[jid] = preempt(jobs[jid], t)
+    for s in d.start:
+        if jobs[s.job_id].running:
+            raise ValueError(f"decision starts job {s.job_id}, which is already running")
+        jobs[s.job_id] = start(jobs[s.job_id], s.gpus, t)
+    return replace(snapshot, jobs=tuple(jobs.values()), free=None)
