@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from blox_slurm import composition
+from blox_slurm import composition, transitions
 from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import (
     ClusterSnapshot,
@@ -63,25 +63,8 @@ def comp(scheduling: Any = "fifo", **sections: Any) -> composition.Composition:
 
 def apply(snap: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
     """The snapshot a world would produce after carrying out ``d`` at the same instant
-    (the simulator's state transitions; no free-GPU index, so it is derived afresh)."""
-    jobs = {j.id: j for j in snap.jobs}
-    t = snap.now
-    for jid in d.admit:
-        jobs[jid] = replace(jobs[jid], admitted=True)
-    for jid in d.preempt:
-        j = jobs[jid]
-        assert j.running, f"decision preempts non-running job {jid}"
-        jobs[jid] = replace(j, state=JobState.PENDING, gpus=(),
-                            attained_base=j.attained_service(t), work_base=j.work_done(t),
-                            run_since=None, work_since=None, rate=1.0,
-                            preemptions=j.preemptions + 1, last_event=t)
-    for s in d.start:
-        j = jobs[s.job_id]
-        assert not j.running, f"decision starts running job {s.job_id}"
-        jobs[s.job_id] = replace(j, state=JobState.RUNNING, gpus=s.gpus, run_since=t,
-                                 work_since=t, rate=1.0, last_event=t,
-                                 first_start=t if j.first_start is None else j.first_start)
-    return replace(snap, jobs=tuple(jobs.values()), free=None)
+    (the shared job transitions, policy marks included; no free-GPU index)."""
+    return transitions.apply(snap, d)
 
 
 def started(d: Decisions) -> dict[int, tuple[int, ...]]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _core_helpers import apply, cluster, comp, pending, running, snapshot, started
+
 from blox_slurm.composition import CompositionError
 from blox_slurm.model import NodeState
 from blox_slurm.round import decide
@@ -200,11 +200,6 @@ def test_tiresias_rejects_negative_promote_knob() -> None:
         comp({"policy": "tiresias", "promote_knob": -1})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Tiresias promotion is lost the moment the promoted job starts (attained service is not "
-    "reset, the queue is recomputed from it), so the job it displaced preempts it straight "
-    "back: decide(apply(decide(s))) preempts again at the same instant. Published Tiresias "
-    "resets the promoted job's service so it keeps the top queue while it runs."))
 def test_tiresias_promoted_job_keeps_its_gpus_after_it_starts() -> None:
     shape = cluster(1)
     c = comp({"policy": "tiresias", "thresholds": [3600.0], "promote_knob": 8.0})
@@ -215,8 +210,17 @@ def test_tiresias_promoted_job_keeps_its_gpus_after_it_starts() -> None:
     s = snapshot(shape, [a, b], now=40_000.0)
     d = decide(s, c)
     assert d.preempt == (2,) and started(d) == {1: (0,)}
-    again = decide(apply(s, d), c)
+    # Promotion resets A's service counter (as published): the world keeps the mark ...
+    assert d.marks == ((1, "tiresias.reset", 4000.0),)
+    after = apply(s, d)
+    # ... so, running, A sits in queue 0 until it earns 3600 GPU-s more, and B (queue 0,
+    # arrived later) does not preempt it straight back.
+    again = decide(after, c)
     assert again.preempt == () and again.start == ()
+    a_running = next(j for j in after.jobs if j.id == 1)
+    t = Tiresias(Tiresias.Params(thresholds=[3600.0], promote_knob=8.0))
+    assert t.queue(a_running, 40_000.0 + 3599.0) == 0
+    assert t.queue(a_running, 40_000.0 + 3600.0) == 1
 
 
 # --------------------------------------------------------------------------- Optimus

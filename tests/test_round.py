@@ -6,10 +6,10 @@ import copy
 from dataclasses import replace
 
 import pytest
+from _core_helpers import apply, cluster, comp, pending, running, snapshot, started
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _core_helpers import apply, cluster, comp, pending, running, snapshot, started
 from blox_slurm import composition
 from blox_slurm.abstractions import ClusterView
 from blox_slurm.model import ClusterSnapshot, Drain, Job, JobState, NodeState, build_cluster
@@ -76,10 +76,14 @@ def test_decide_leaves_the_snapshot_unchanged_and_is_deterministic(name) -> None
 
 
 REPLACE_VICTIMS = (
-    "decide() does not reconsider a job it preempted earlier in the same walk: a victim that "
-    "could run on GPUs left over later in the walk stays idle until the next round (see "
-    "test_a_job_preempted_in_a_round_is_not_left_idle_beside_free_gpus). In this snapshot "
-    "both Tiresias compositions stop more GPUs than they use and leave a victim idle.")
+    "decide() does not treat a job it preempted earlier in the same walk as pending when the "
+    "walk reaches its rank: it is neither restarted on GPUs left over (see "
+    "test_a_job_preempted_in_a_round_is_not_left_idle_beside_free_gpus) nor allowed to stop "
+    "lower-ranked jobs in turn, so the next round does it. Here Tiresias stops job 2 for job "
+    "5 and job 2 fits a GPU left over; the consolidated variant stops job 1 (2 GPUs) for job "
+    "5, and next round job 1 stops job 2 below it. Documented by design in round.py (a "
+    "decision never starts a running job); the simulator runs a follow-up round after any "
+    "round that changed something.")
 
 
 @pytest.mark.parametrize("name", [
@@ -97,9 +101,9 @@ def test_decide_is_idempotent_once_its_decisions_are_applied(name) -> None:
 @pytest.mark.xfail(strict=True, reason=(
     "decide() does not reconsider a job it preempted earlier in the same walk: here V (1 GPU) "
     "is stopped for P1, P2's own victim leaves 2 GPUs over, and V stays idle beside them -- "
-    "the lower-ranked P3 even takes one -- until the next round restarts V (and, for LAS-like "
-    "policies, preempts P3 again). The simulator now runs a follow-up round after every "
-    "round that changed something, so round-skipping stays exact."))
+    "the lower-ranked P3 even takes one -- until the next round restarts V. By design in "
+    "round.py (a decision never starts a running job); the simulator runs a follow-up round "
+    "after every round that changed something, so round-skipping stays exact."))
 def test_a_job_preempted_in_a_round_is_not_left_idle_beside_free_gpus() -> None:
     shape = cluster(5)
     # FIFO ranks: P1 (t=1, 1 GPU) > P2 (t=3, 2 GPUs) > VC (t=4, 4 GPUs running) >
