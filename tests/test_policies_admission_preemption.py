@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _core_helpers import cluster, comp, pending, running, snapshot, started
+
 from blox_slurm.composition import CompositionError
 from blox_slurm.model import NodeState
 from blox_slurm.round import decide

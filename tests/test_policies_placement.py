@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from _core_helpers import cluster, comp, free_of, pending, running, snapshot, started
+
 from blox_slurm.model import NodeState
 from blox_slurm.round import decide
 from policies.placement.consolidated import Consolidated

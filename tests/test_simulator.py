@@ -6,8 +6,8 @@ import dataclasses
 import random
 
 import pytest
-
 from _core_helpers import cluster, comp, workload
+
 from blox_slurm import composition
 from blox_slurm.model import build_cluster
 from blox_slurm.registry import register
