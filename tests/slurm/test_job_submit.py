@@ -1,0 +1,258 @@
+"""slurm_conf/job_submit.lua inside a real slurmctld (JobSubmitPlugins=lua), 2 nodes x 2 GPUs.
+
+Submissions go through plain ``sbatch`` so that what users see (stderr) is what is checked.
+Tests that act as an ordinary user run sbatch/scontrol as ``nobody`` via ``runuser`` (auth/none
+takes the caller's uid), which needs root: they fail, not skip, without it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _live import wait_for
+
+from blox_slurm.emulator.cluster import Emulator, check_packages
+from blox_slurm.emulator.errors import MissingPackage
+from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
+from blox_slurm.slurm.job_submit import (
+    ManagedMark,
+    parse_admin_comment,
+    write_config,
+    write_heartbeat,
+)
+
+pytestmark = pytest.mark.slurm
+
+SCRIPT = Path(__file__).resolve().parents[2] / "slurm_conf" / "job_submit.lua"
+MAX_AGE = 30
+USER = "nobody"
+
+
+class Cluster:
+    def __init__(self, emu: Emulator, heartbeat: Path) -> None:
+        self.emu = emu
+        self.heartbeat = heartbeat
+        self.env = {**os.environ, **emu.env()}
+        self.ids: list[int] = []
+
+    def run(self, *argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+        prefix = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.emu.conf}"] if user else []
+        return subprocess.run(  # noqa: S603 - argv list
+            [*prefix, *argv], capture_output=True, text=True, env=self.env, cwd="/", timeout=30
+        )
+
+    def sbatch(self, *options: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+        out = self.run("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", *options,
+                       "--wrap", "sleep 300", user=user)
+        if out.returncode == 0:
+            self.ids.append(int(out.stdout.strip().split(";")[0]))
+        return out
+
+    def submit(self, *options: str, user: str | None = None) -> int:
+        out = self.sbatch(*options, user=user)
+        assert out.returncode == 0, out.stderr
+        return self.ids[-1]
+
+    def show(self, job: int) -> dict[str, str]:
+        out = self.run("scontrol", "show", "job", "-o", str(job))
+        assert out.returncode == 0, out.stderr
+        return dict(re.findall(r"(\w+)=(\S*)", out.stdout))
+
+    def refused(self, job: int, message: str) -> bool:
+        """scontrol shows users only an error code for a refused update: the plugin says why
+        in slurmctld's log."""
+        log = self.emu.layout.controller_log().read_text(errors="replace")
+        return f"refused an update of job {job} by uid" in log and message in log
+
+    def fresh(self) -> None:
+        write_heartbeat(self.heartbeat)
+
+    def cancel_all(self) -> None:
+        if self.ids:
+            self.run("scancel", *map(str, self.ids))
+            self.ids.clear()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    try:
+        check_packages()
+    except MissingPackage as e:
+        pytest.fail(f"the Slurm tests need Slurm's Debian packages: {e}", pytrace=False)
+    # World-readable (not under pytest's 0700 tmp dir) so that `nobody` can read slurm.conf.
+    base = Path(tempfile.mkdtemp(prefix="blox-js-", dir="/tmp"))
+    base.chmod(0o755)
+    run_dir = base / "run"
+    run_dir.mkdir(mode=0o755)
+    heartbeat = run_dir / "heartbeat"
+    write_config(run_dir, ["blox"], heartbeat, MAX_AGE)  # read when slurmctld loads the script
+    emu = Emulator(EmulatorSpec(run_dir, groups=parse_gpus("gpu:2x2"), job_submit_lua=SCRIPT))
+    emu.up()
+    try:
+        yield Cluster(emu, heartbeat)
+    finally:
+        emu.down()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def c(cluster: Cluster) -> Iterator[Cluster]:
+    cluster.fresh()
+    yield cluster
+    cluster.cancel_all()
+
+
+def needs_root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("acting as an ordinary user needs root (runuser)", pytrace=False)
+
+
+def test_managed_job_is_held_marked_and_requeueable(c: Cluster) -> None:
+    job = c.submit("--partition=blox", "--comment=blox:model=resnet50,iters=0020000")
+    time.sleep(1)  # Slurm schedules at submit time: a job not held would be running by now
+    info = c.show(job)
+    assert info["JobState"] == "PENDING" and info["Priority"] == "0"
+    # A hold set at submission is a *user* hold in Slurm 22.05, even for root.
+    assert info["Reason"] == "JobHeldUser"
+    assert info["AdminComment"] == "blox:managed;iters=20000;model=resnet50"
+    assert info["Requeue"] == "1"
+    assert info["Comment"] == "blox:model=resnet50,iters=0020000"  # the user's text is kept
+    assert parse_admin_comment(info["AdminComment"]) == ManagedMark(
+        False, {"iters": 20000, "model": "resnet50"}
+    )
+
+
+def test_job_without_partition_falls_to_the_default_managed_partition(c: Cluster) -> None:
+    info = c.show(c.submit())
+    assert info["Partition"] == "blox" and info["Priority"] == "0"
+    assert info["AdminComment"] == "blox:managed"
+
+
+@pytest.mark.parametrize(("comment", "message"), [
+    ("blox:colour=red", "unknown hint 'colour'"),
+    ("blox:priority=100000", "unknown hint 'priority'"),
+    ("blox:model=$(reboot)", "bad value for hint 'model'"),
+    ("blox:model=a;reboot", "bad value for hint 'model'"),
+    ("blox:model=a\nb", "bad value for hint 'model'"),
+    ("blox:model=" + "x" * 10_000, "at most 512 characters"),
+    ("blox:model=résnet", "bad value for hint 'model'"),
+    ("blox:iters=1,iters=2", "'iters' given twice"),
+])
+def test_bad_hints_are_rejected_with_a_message(c: Cluster, comment: str, message: str) -> None:
+    out = c.sbatch("--partition=blox", f"--comment={comment}")
+    assert out.returncode != 0 and not out.stdout.strip()
+    assert message in out.stderr
+
+
+def test_mixed_partition_list_is_rejected(c: Cluster) -> None:
+    out = c.sbatch("--partition=blox,plain")
+    assert out.returncode != 0 and "mixes partitions blox-slurm schedules" in out.stderr
+
+
+def test_unmanaged_partition_job_is_untouched(c: Cluster) -> None:
+    # Hints are not even parsed outside managed partitions: this comment is just a comment.
+    job = c.submit("--partition=plain", "--gres=gpu:1", "--comment=blox:priority=1")
+    wait_for(lambda: c.show(job)["JobState"] == "RUNNING", 15, "the unmanaged job to start")
+    info = c.show(job)
+    assert "AdminComment" not in info and info["Comment"] == "blox:priority=1"
+
+
+@pytest.mark.parametrize("heartbeat", ["missing", "old", "garbage", "future"])
+def test_stale_heartbeat_fails_open(c: Cluster, heartbeat: str) -> None:
+    now = time.time()
+    if heartbeat == "missing":
+        c.heartbeat.unlink()
+    elif heartbeat == "old":
+        write_heartbeat(c.heartbeat, now - MAX_AGE - 5)
+    elif heartbeat == "garbage":
+        c.heartbeat.write_text("soon\n")
+    else:
+        write_heartbeat(c.heartbeat, now + 10 * MAX_AGE)
+    job = c.submit("--partition=blox", "--comment=blox:duration=60")
+    wait_for(lambda: c.show(job)["JobState"] == "RUNNING", 15, "the fail-open job to start")
+    mark = parse_admin_comment(c.show(job)["AdminComment"])
+    assert mark == ManagedMark(True, {"duration": 60})
+
+
+def test_fresh_heartbeat_holds_again_after_a_stale_one(c: Cluster) -> None:
+    write_heartbeat(c.heartbeat, time.time() - MAX_AGE - 5)
+    stale = c.submit()
+    c.fresh()
+    held = c.submit()
+    assert c.show(stale)["AdminComment"] == "blox:managed,failopen"
+    assert c.show(held)["AdminComment"] == "blox:managed" and c.show(held)["Priority"] == "0"
+
+
+def test_release_by_root_is_not_held_again(c: Cluster) -> None:
+    job = c.submit("--partition=blox", "--comment=blox:model=bert")
+    out = c.run("scontrol", "release", str(job))
+    assert out.returncode == 0, out.stderr
+    wait_for(lambda: c.show(job)["JobState"] == "RUNNING", 15, "the released job to start")
+    assert c.show(job)["AdminComment"] == "blox:managed;model=bert"
+
+
+def test_user_cannot_release_reprioritize_or_mark_a_managed_job(c: Cluster) -> None:
+    needs_root()
+    job = c.submit("--partition=blox", "--priority=99999", user=USER)  # --priority: ignored
+    info = c.show(job)
+    assert info["UserId"].startswith(USER) and info["Priority"] == "0"
+    out = c.run("scontrol", "release", str(job), user=USER)
+    assert out.returncode != 0 and "Access/permission denied" in out.stderr
+    assert c.refused(job, "blox-slurm schedules this job")
+    out = c.run("scontrol", "update", f"JobId={job}", "Priority=5", user=USER)
+    assert out.returncode != 0 and "Access/permission denied" in out.stderr
+    out = c.run("scontrol", "update", f"JobId={job}", "AdminComment=blox:managed,failopen",
+                user=USER)
+    assert out.returncode != 0  # Slurm itself: admin_comment is for admins
+    time.sleep(1)
+    info = c.show(job)
+    assert info["Priority"] == "0" and info["JobState"] == "PENDING"
+    assert info["AdminComment"] == "blox:managed"
+
+
+def test_user_comment_updates_are_validated(c: Cluster) -> None:
+    needs_root()
+    job = c.submit("--partition=blox", "--comment=blox:iters=10", user=USER)
+    out = c.run("scontrol", "update", f"JobId={job}", "Comment=blox:priority=1", user=USER)
+    assert out.returncode != 0 and c.refused(job, "unknown hint 'priority'")
+    assert c.show(job)["Comment"] == "blox:iters=10"
+    out = c.run("scontrol", "update", f"JobId={job}", "Comment=blox:iters=20", user=USER)
+    assert out.returncode == 0, out.stderr
+    info = c.show(job)
+    # Hints are taken at submission only: the scheduler's copy does not follow the comment.
+    assert info["Comment"] == "blox:iters=20" and info["AdminComment"] == "blox:managed;iters=10"
+
+
+def test_user_cannot_move_a_job_into_a_managed_partition(c: Cluster) -> None:
+    needs_root()
+    job = c.submit("--partition=plain", "--hold", user=USER)
+    out = c.run("scontrol", "update", f"JobId={job}", "Partition=blox", user=USER)
+    assert out.returncode != 0 and c.refused(job, "cannot be moved into a partition")
+    assert c.show(job)["Partition"] == "plain"
+
+
+def test_config_is_reread_when_the_script_changes(c: Cluster) -> None:
+    """Slurm reloads job_submit.lua when its mtime moves; the config is read with it."""
+    script = c.emu.layout.job_submit_lua
+
+    def reload(partitions: list[str]) -> None:
+        write_config(script.parent, partitions, c.heartbeat, MAX_AGE)
+        mtime = script.stat().st_mtime + 1
+        os.utime(script, (mtime, mtime))
+
+    try:
+        reload(["plain"])
+        info = c.show(c.submit("--partition=plain"))
+        assert info.get("AdminComment") == "blox:managed" and info["Priority"] == "0"
+        assert "AdminComment" not in c.show(c.submit("--partition=blox"))
+    finally:
+        reload(["blox"])
+    assert c.show(c.submit("--partition=blox"))["AdminComment"] == "blox:managed"
