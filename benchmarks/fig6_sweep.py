@@ -12,14 +12,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from blox_slurm.plot import plot_sweep
-from blox_slurm.sim.experiment import Experiment, WorkloadSpec, run_all
-from blox_slurm.sim.config import SimConfig
-from blox_slurm.sim.metrics import summarize
 from blox_slurm.composition import load
+from blox_slurm.plot import plot_sweep
+from blox_slurm.sim.config import SimConfig
+from blox_slurm.sim.experiment import Experiment, WorkloadSpec, run_all
+from blox_slurm.sim.metrics import summarize
 
 RATES = [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
-POLICIES = {"fifo": "fifo", "las": "las", "tiresias": "tiresias", "las+load_based": "las-load-based"}
+POLICIES = {"fifo": "fifo", "las": "las", "tiresias": "tiresias",
+            "las+load_based": "las-load-based"}
 BLOX_COMPAT = {"fifo": "blox-fifo", "las": "blox-las"}
 PUBLISHED_RESPONSIVENESS = {("fifo", 7.0): 2016.0, ("las", 7.0): 453.0}
 

@@ -1,4 +1,4 @@
-"""``python -m blox_slurm`` is the ``blox-slurm`` command (for machines without the script on PATH)."""
+"""``python -m blox_slurm``: the ``blox-slurm`` command, for machines without it on PATH."""
 
 from .cli import app
 

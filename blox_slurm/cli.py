@@ -43,3 +43,6 @@ register_telemetry(app)
 from .emulator.cli import register as register_emulator  # noqa: E402
 
 register_emulator(app)
+from .controller_cli import register as register_controller  # noqa: E402
+
+register_controller(app)

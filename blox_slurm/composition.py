@@ -41,6 +41,8 @@ DEFAULTS: dict[str, str] = {
     "preemption": "priority",
     "cluster": "static",
 }
+# Top-level keys that belong to other tools reading the same file.
+OTHER_TABLES = {"name", "description", "simulation", "controller", "workload"}
 BUNDLED_DIR = Path(__file__).parent / "data" / "compositions"
 
 
@@ -79,6 +81,11 @@ def build(config: dict[str, Any], name: str | None = None) -> Composition:
     """Build a composition from a parsed config mapping (a TOML document's tables)."""
     if not isinstance(config, dict):
         raise CompositionError("a composition must be a table of sections")
+    unknown = set(config) - set(registry.KINDS) - OTHER_TABLES
+    if unknown:
+        raise CompositionError(
+            f"unknown section(s) {', '.join(sorted(unknown))}; sections: "
+            f"{', '.join(registry.KINDS)} (and {', '.join(sorted(OTHER_TABLES))})")
     if "scheduling" not in config:
         raise CompositionError("missing [scheduling] section (e.g. policy = \"fifo\")")
     parts: dict[str, Any] = {}

@@ -15,14 +15,14 @@ fit any node, and then nothing is preempted for it. With 1-GPU jobs the two are 
 
 from __future__ import annotations
 
-from .abstractions import FreeGpus
-from .composition import Composition
 import bisect
 import heapq
 from collections.abc import Sequence
 from itertools import filterfalse
 from operator import attrgetter
 
+from .abstractions import FreeGpus
+from .composition import Composition
 from .model import ClusterSnapshot, Decisions, Job, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.

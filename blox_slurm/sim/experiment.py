@@ -60,7 +60,8 @@ class ThroughputSpec(BaseModel):
         from ..workloads.gavel_throughput import GavelThroughput
 
         if not self.path:
-            raise ValueError("throughput kind 'gavel' needs the path of simulation_throughputs.json")
+            raise ValueError("throughput kind 'gavel' needs the path of "
+                             "simulation_throughputs.json")
         return GavelThroughput(self.path, reference_type=self.reference_type,
                                fallback=DEFAULT_THROUGHPUT)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .. import transitions
 from ..composition import Composition
-from ..model import ClusterSnapshot, Gpu, Job, JobState, Node
+from ..model import ClusterSnapshot, Gpu, Job, JobState, Node, NodeState
 from ..round import decide
 from ..throughput import DEFAULT_THROUGHPUT, ThroughputModel
 from ..workloads.schema import Workload
@@ -66,7 +66,7 @@ class Simulator:
         specs = self.workload.jobs
         # Arrivals are consumed by a pointer: a workload built by hand out of order would
         # otherwise hold early jobs back behind a later one (and silently inflate JCTs).
-        if any(a.submit_time > b.submit_time for a, b in zip(specs, specs[1:])):
+        if any(a.submit_time > b.submit_time for a, b in zip(specs, specs[1:], strict=False)):
             specs = tuple(sorted(specs, key=lambda s: (s.submit_time, s.id)))
         n_specs = len(specs)
         measured = (frozenset(j.id for j in specs if self.workload.measured(j.id))
@@ -77,13 +77,16 @@ class Simulator:
         gpu_type = [g.type for g in self.gpus]
         owner: list[int | None] = [None] * len(self.gpus)
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
-        free: dict[str, tuple[int, ...]] = {n.name: n.gpu_ids for n in self.nodes}
+        free: dict[str, tuple[int, ...]] = {n.name: n.gpu_ids for n in self.nodes
+                                            if n.state is NodeState.UP}
 
         def release(gpus: tuple[int, ...]) -> None:
             for g in gpus:
                 owner[g] = None
             for node in {gpu_node[g] for g in gpus}:
-                free[node] = tuple(sorted((*free[node], *(g for g in gpus if gpu_node[g] == node))))
+                if node in free:
+                    free[node] = tuple(sorted((*free[node],
+                                               *(g for g in gpus if gpu_node[g] == node))))
         time_dependent = comp.time_dependent
 
         active: dict[int, Job] = {}
@@ -168,7 +171,8 @@ class Simulator:
                             owner[g] = st.job_id
                         taken = set(st.gpus)
                         for node in {gpu_node[g] for g in st.gpus}:
-                            free[node] = tuple(g for g in free[node] if g not in taken)
+                            if node in free:
+                                free[node] = tuple(g for g in free[node] if g not in taken)
                         n = len(st.gpus)
                         types = {gpu_type[g] for g in st.gpus}
                         spans = len({gpu_node[g] for g in st.gpus})

@@ -43,6 +43,7 @@ class JobExtras:
     preemptions: int | None = None
     first_start: float | None = None
     last_event: float | None = None
+    marks: tuple[tuple[str, float], ...] = ()  # policy marks (Decisions.marks) kept by the store
 
 
 _NO_EXTRAS = JobExtras()
@@ -169,4 +170,5 @@ def _job(
         last_event=last_event,
         preemptions=x.preemptions if x.preemptions is not None else j.restart_cnt,
         hints=tuple(sorted(x.hints.items())),
+        marks=x.marks,
     )

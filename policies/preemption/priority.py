@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import FreeGpus, Fits
+from blox_slurm.abstractions import Fits, FreeGpus
 from blox_slurm.model import Job
 from blox_slurm.registry import register
 

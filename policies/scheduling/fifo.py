@@ -7,7 +7,6 @@ from blox_slurm.abstractions import Schedule
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
-
 arrival_key = operator.attrgetter("submit_time", "id")
 """Arrival order, ties broken by job id: the tie-break every built-in policy shares."""
 

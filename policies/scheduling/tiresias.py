@@ -1,15 +1,14 @@
 from __future__ import annotations
 
 import bisect
-from operator import itemgetter
 from collections.abc import Sequence
+from operator import itemgetter
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from blox_slurm.abstractions import Schedule
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
-
 
 RESET = "tiresias.reset"
 

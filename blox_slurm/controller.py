@@ -1,0 +1,250 @@
+"""The controller daemon: observe -> decide -> apply -> record, once per round.
+
+* **observe**: one jobs call for the managed partitions and one nodes call (plus telemetry
+  already pushed by the agents), folded into the store's job history;
+* **decide**: the configured composition on the snapshot, ``decide(..., explain=True)`` —
+  exactly the function the simulator calls;
+* **apply**: the diff between what the policy wants and what Slurm shows (see
+  :mod:`blox_slurm.slurm.apply`), batched;
+* **record**: decisions, actions and their results in the store (the audit log).
+
+Safety: only jobs in managed partitions that the job-submit plugin marked are ever touched;
+``dry_run`` (shadow mode) records decisions and applies nothing and writes no heartbeat (so
+the plugin does not hold jobs nobody will release); the heartbeat is written only after Slurm
+answered, so a controller cut off from slurmctld lets the cluster fail open; a Slurm error
+ends the round, never the daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from .composition import Composition
+from .controller_config import ControllerConfig
+from .model import ClusterSnapshot, Decisions, GpuSample
+from .round import decide
+from .slurm.apply import Applier, Plan, make_plan
+from .slurm.client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
+from .slurm.job_submit import parse_admin_comment, write_heartbeat
+from .slurm.snapshot import build_snapshot
+from .store import Observed, Store
+from .telemetry.buffer import TelemetryBuffer
+from .telemetry.prometheus import MetricsRegistry
+
+log = logging.getLogger("blox_slurm.controller")
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    round_id: int
+    started: float
+    seconds: float
+    jobs: int
+    pending: int
+    running: int
+    decisions: Decisions | None
+    plan: Plan | None
+    slurm_calls: int
+    failures: int
+    error: str = ""
+
+
+def user_held(job: SlurmJob) -> bool:
+    """Held by its owner: never released by us.
+
+    Only possible for jobs the plugin did not mark: on a marked job the plugin refuses holds
+    and releases from anyone but root and the operators, so every hold on it is ours — the
+    plugin's at submission (Slurm reports ``priority = 0`` as ``JobHeldUser``), a
+    ``requeuehold``, or a checkpoint exit under ``RequeueExitHold`` (SPECIAL_EXIT).
+    """
+    return job.reason == "JobHeldUser" and parse_admin_comment(job.admin_comment) is None
+
+
+class Controller:
+    def __init__(self, cfg: ControllerConfig, comp: Composition, client: SlurmClient,
+                 store: Store, *, telemetry: TelemetryBuffer | None = None,
+                 metrics: MetricsRegistry | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.comp = comp
+        self.client = client
+        self.store = store
+        self.telemetry = telemetry
+        self.metrics = metrics or MetricsRegistry()
+        self.clock = clock
+        self._stored_until = 0.0  # newest telemetry sample already in the store
+
+    # ------------------------------------------------------------------ one round
+
+    def managed_jobs(self, jobs: list[SlurmJob]) -> dict[int, SlurmJob]:
+        parts = set(self.cfg.partitions)
+        out = {}
+        for j in jobs:
+            if j.partition not in parts or user_held(j):
+                continue
+            if self.cfg.require_mark and parse_admin_comment(j.admin_comment) is None:
+                continue
+            out[j.job_id] = j
+        return out
+
+    def round(self) -> RoundReport:
+        started = self.clock()
+        calls0 = self.client.calls
+        rid = self.store.begin_round(started, self.cfg.dry_run, self.comp.name)
+        try:
+            jobs = self.client.list_jobs(self.cfg.partitions)
+            nodes = self.client.list_nodes()
+        except SlurmError as exc:
+            return self._failed(rid, started, calls0, f"observe: {exc}")
+        now = self.clock()
+        if not self.cfg.dry_run:
+            write_heartbeat(self.cfg.heartbeat, now)
+        managed = self.managed_jobs(jobs)
+        self.store.observe(now, [_observed(j) for j in managed.values()],
+                           {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active})
+        snapshot = self.snapshot(managed, nodes, now)
+        d = decide(snapshot, self.comp, explain=True)
+        drained = frozenset(n.name for n in nodes if n.draining)
+        plan = make_plan(managed, d, snapshot, drained)
+        gpu_nodes = {s.job_id: sorted({snapshot.gpus[g].node for g in s.gpus}) for s in d.start}
+        self.store.record_decisions(rid, d, plan.hold, gpu_nodes)
+        self.store.update_policy_state(d.admit, d.marks,
+                                       {j: r for r, j in enumerate(d.order)}, d.reasons)
+        applier = Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
+            rid, verb, ids, ok, err, self.cfg.dry_run), dry_run=self.cfg.dry_run,
+            checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,
+            partitions=self.cfg.partitions)
+        applier.apply(plan)
+        if plan.preempt and not self.cfg.dry_run:
+            self.store.note_preempted(plan.preempt, self.clock())
+        return self._finished(rid, started, calls0, snapshot, d, plan, applier.failures)
+
+    def snapshot(self, managed: Mapping[int, SlurmJob], nodes: list[SlurmNode],
+                 now: float) -> ClusterSnapshot:
+        snap = build_snapshot(managed.values(), nodes, self.cfg.partitions, now=now,
+                              extras=self.store.extras(now))
+        return replace(snap, free=_free_index(snap, nodes), telemetry=self._samples(snap, now))
+
+    def _samples(self, snap: ClusterSnapshot, now: float) -> tuple[GpuSample, ...]:
+        """The telemetry window, with agents' (node, local index) turned into GPU ids; newly
+        arrived samples are also written to the store (bounded retention)."""
+        if self.telemetry is None:
+            return ()
+        gpu_id = {(g.node, g.index): g.id for g in snap.gpus}
+        out: list[GpuSample] = []
+        fresh: list[tuple[str, int, GpuSample]] = []
+        for (node, index), series in self.telemetry.window(self.cfg.telemetry_window,
+                                                          now).items():
+            gid = gpu_id.get((node, index))
+            for sample in series:
+                if sample.time > self._stored_until:
+                    fresh.append((node, index, sample))
+                if gid is not None:
+                    out.append(replace(sample, gpu=gid))
+        if fresh:
+            self._stored_until = max(s.time for _, _, s in fresh)
+        self.store.record_telemetry(fresh, self.cfg.telemetry_retention, now)
+        return tuple(out)
+
+    def _finished(self, rid: int, started: float, calls0: int, snap: ClusterSnapshot,
+                  d: Decisions, plan: Plan, failures: int) -> RoundReport:
+        seconds = self.clock() - started
+        pending = sum(1 for j in snap.jobs if not j.running)
+        calls = self.client.calls - calls0
+        self.store.finish_round(rid, finished=started + seconds, jobs=len(snap.jobs),
+                                pending=pending, running=len(snap.jobs) - pending,
+                                starts=len(d.start), preempts=len(plan.preempt),
+                                holds=len(plan.hold), slurm_calls=calls, seconds=seconds)
+        m = self.metrics
+        m.inc("blox_rounds_total", help="Scheduling rounds run")
+        m.inc("blox_decisions_total", {"kind": "start"}, len(d.start))
+        m.inc("blox_decisions_total", {"kind": "preempt"}, len(plan.preempt))
+        m.inc("blox_actions_failed_total", value=failures, help="Slurm verbs that failed")
+        m.set("blox_queue_length", pending, help="Managed jobs waiting")
+        m.set("blox_running_jobs", len(snap.jobs) - pending)
+        m.set("blox_round_seconds", seconds)
+        m.set("blox_slurm_calls_last_round", calls)
+        used = sum(len(j.gpus) for j in snap.jobs)
+        m.set("blox_gpu_allocated_fraction", used / len(snap.gpus) if snap.gpus else 0.0)
+        if snap.telemetry:
+            m.set("blox_gpu_utilization_percent",
+                  sum(s.utilization for s in snap.telemetry) / len(snap.telemetry))
+        return RoundReport(rid, started, seconds, len(snap.jobs), pending,
+                           len(snap.jobs) - pending, d, plan, calls, failures)
+
+    def _failed(self, rid: int, started: float, calls0: int, error: str) -> RoundReport:
+        log.warning("round %d failed: %s", rid, error)
+        seconds = self.clock() - started
+        calls = self.client.calls - calls0
+        self.store.finish_round(rid, finished=started + seconds, seconds=seconds,
+                                slurm_calls=calls, error=error[:2000])
+        self.metrics.inc("blox_round_errors_total", help="Rounds that hit a Slurm error")
+        return RoundReport(rid, started, seconds, 0, 0, 0, None, None, calls, 0, error)
+
+    # ------------------------------------------------------------------ the daemon
+
+    def run(self, stop: threading.Event, max_rounds: int | None = None,
+            on_round: Callable[[RoundReport], None] | None = None) -> int:
+        """Rounds every ``round_seconds`` until ``stop`` is set (a round in progress is
+        finished first). Never raises on a Slurm error. Returns the number of rounds run."""
+        n = 0
+        while not stop.is_set() and (max_rounds is None or n < max_rounds):
+            t0 = time.monotonic()
+            try:
+                report = self.round()
+            except Exception:  # a bug must not take the cluster's scheduler down silently
+                log.exception("round crashed; continuing")
+                self.metrics.inc("blox_round_errors_total")
+                report = None
+            n += 1
+            if report is not None and on_round is not None:
+                on_round(report)
+            stop.wait(max(0.0, self.cfg.round_seconds - (time.monotonic() - t0)))
+        if self.cfg.handback_on_exit and not self.cfg.dry_run:
+            handback(self.client, self.cfg.partitions)
+        return n
+
+
+def _observed(j: SlurmJob) -> Observed:
+    mark = parse_admin_comment(j.admin_comment)
+    return Observed(j.job_id, j.user, j.partition, j.num_gpus,
+                    j.submit_time if j.submit_time is not None else 0.0, j.active,
+                    j.start_time if j.active else None, j.held,
+                    dict(mark.hints) if mark is not None else {})
+
+
+def _allocated_gpus(j: SlurmJob) -> int:
+    return sum(a.count for a in j.gpu_alloc.values()) or j.num_gpus
+
+
+def _free_index(snap: ClusterSnapshot, nodes: list[SlurmNode]) -> dict[str, tuple[int, ...]]:
+    """Free GPUs per UP node: neither held by a managed job nor reported used by Slurm (jobs
+    of other partitions, or unmarked jobs, hold GPUs the policies must not hand out)."""
+    used_idx = {n.name: set(n.gpus_used_indices) for n in nodes}
+    busy = {g for j in snap.jobs for g in j.gpus}
+    return {n.name: tuple(g for g in n.gpu_ids
+                          if g not in busy and snap.gpus[g].index not in used_idx.get(n.name, ()))
+            for n in snap.nodes if n.schedulable}
+
+
+def held_by_us(job: SlurmJob) -> bool:
+    """A marked job on hold: the plugin's hold or ours (see :func:`user_held`)."""
+    return job.pending and job.held and parse_admin_comment(job.admin_comment) is not None
+
+
+def handback(client: SlurmClient, partitions: list[str]) -> list[int]:
+    """Release every job the controller holds in ``partitions``; leave everything else.
+    Slurm then schedules them on its own (the fail-open path). Returns the released ids."""
+    jobs = [j for j in client.list_jobs(partitions) if j.partition in partitions]
+    ids = sorted(j.job_id for j in jobs if held_by_us(j))
+    if ids:
+        try:  # a requeued job would otherwise wait ~120 s before Slurm may start it
+            client.update_jobs(ids, JobUpdate(start_now=True))
+        except SlurmError as exc:
+            log.warning("handback: StartTime=now failed (%s); releasing anyway", exc)
+        client.release(ids)
+    return ids

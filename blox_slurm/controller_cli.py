@@ -1,0 +1,219 @@
+"""``blox-slurm run | status | explain | report | handback``: the admin's side of the CLI.
+
+Exit codes: 0 success; 1 Slurm unreachable or a runtime failure; 2 bad input (config, job id).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .controller import Controller, RoundReport, handback
+from .controller_config import ConfigError, ControllerConfig, load_config
+from .slurm.backends import select_backend
+from .slurm.client import SlurmError
+from .slurm.job_submit import heartbeat_age
+from .store import Store
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="controller.toml")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+err = Console(stderr=True)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except (ConfigError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except SlurmError as exc:
+        err.print(f"[red]Slurm error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _store(config: Path) -> tuple[ControllerConfig, Store]:
+    cfg, _ = load_config(config)
+    if not Path(cfg.store).exists():
+        raise ConfigError(f"no store at {cfg.store}: has `blox-slurm run` been started?")
+    return cfg, Store(cfg.store)
+
+
+def _print(data: Any, as_json: bool, render: Any) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=1, default=str))
+    else:
+        Console().print(render)
+
+
+def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
+    """Start the agents' endpoint (and /metrics) when configured; returns the receiver."""
+    if not cfg.telemetry_listen:
+        return None
+    from .telemetry.buffer import TelemetryBuffer
+    from .telemetry.receiver import TelemetryReceiver
+
+    if not cfg.telemetry_token_file:
+        raise ConfigError("telemetry_listen needs telemetry_token_file")
+    token = Path(cfg.telemetry_token_file).read_text().strip()
+    if not token:
+        raise ConfigError(f"{cfg.telemetry_token_file} is empty")
+    host, _, port = cfg.telemetry_listen.rpartition(":")
+    ctl.telemetry = TelemetryBuffer()
+    return TelemetryReceiver(token, host=host or "127.0.0.1", port=int(port),
+                             buffer=ctl.telemetry, metrics=ctl.metrics).start()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        config: ConfigOpt,
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="Shadow mode: decide and record, apply nothing, write no "
+            "heartbeat.")] = False,
+        rounds: Annotated[int | None, typer.Option(help="Stop after N rounds.")] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    ) -> None:
+        """Run the controller: every round, observe Slurm, decide with the composition, apply.
+
+        SIGTERM/SIGINT finish the current round, hand back held jobs if configured, exit 0.
+        """
+        logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                            format="%(asctime)s %(levelname)s %(message)s")
+        with _errors():
+            cfg, comp = load_config(config)
+            if dry_run:
+                cfg = cfg.model_copy(update={"dry_run": True})
+            client, why = select_backend(cfg.slurm_conf, cfg.backend)
+            err.print(f"{why}; composition {comp.name}; partitions {','.join(cfg.partitions)}"
+                      f"{'; DRY RUN' if cfg.dry_run else ''}", highlight=False)
+            ctl = Controller(cfg, comp, client, Store(cfg.store))
+            receiver = _telemetry(cfg, ctl)
+            stop = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+
+            def show(r: RoundReport) -> None:
+                if verbose:
+                    err.print(f"round {r.round_id}: {r.jobs} jobs ({r.pending} waiting), "
+                              f"{len(r.decisions.start) if r.decisions else 0} start, "
+                              f"{len(r.plan.preempt) if r.plan else 0} preempt, "
+                              f"{r.slurm_calls} Slurm calls, {r.seconds:.2f} s"
+                              + (f", error: {r.error}" if r.error else ""), highlight=False)
+
+            try:
+                ctl.run(stop, rounds, show)
+            finally:
+                if receiver is not None:
+                    receiver.stop()
+
+    @app.command()
+    def status(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+        """Managed jobs as the controller last saw them: rank, state, held, GPUs, service."""
+        with _errors():
+            _, store = _store(config)
+            rows = store.jobs()
+            last = store.last_round()
+            t = Table(title=f"managed jobs (round {last['id'] if last else '-'})")
+            for col in ("job", "user", "state", "rank", "held", "GPUs", "GPU-h", "preempt",
+                        "why"):
+                t.add_column(col)
+            for r in rows:
+                t.add_row(str(r["job_id"]), r["user"], r["state"],
+                          "-" if r["rank"] is None else str(r["rank"]),
+                          "held" if r["held"] else "released", str(r["num_gpus"]),
+                          f"{(r['attained_base'] or 0) / 3600:.2f}", str(r["preemptions"]),
+                          r["reason"] or "")
+            _print({"round": last, "jobs": rows}, as_json, t)
+
+    @app.command()
+    def explain(job_id: int, config: ConfigOpt, as_json: JsonOpt = False) -> None:
+        """Why a job waits, was started or was preempted: its record, decisions and actions."""
+        with _errors():
+            _, store = _store(config)
+            job = store.job(job_id)
+            if job is None:
+                raise ConfigError(f"job {job_id} is not known to the controller (not in a "
+                                  "managed partition, or not marked by the job-submit plugin)")
+            history = store.history(job_id)
+            actions = store.actions(job_id)
+            if as_json:
+                _print({"job": job, "decisions": history, "actions": actions}, True, None)
+                return
+            c = Console()
+            c.print(f"job {job_id} ({job['user']}, {job['num_gpus']} GPU(s)): {job['state']}, "
+                    f"rank {job['rank']}, {'held' if job['held'] else 'released'}, "
+                    f"{job['preemptions']} preemption(s), "
+                    f"{(job['attained_base'] or 0) / 3600:.2f} GPU-hours received")
+            if job["reason"]:
+                c.print(f"now: {job['reason']}")
+            for h in history[:10]:
+                when = time.strftime("%H:%M:%S", time.localtime(h["started"]))
+                c.print(f"  round {h['round_id']} {when}: {h['kind']}"
+                        f"{' (dry-run)' if h['dry_run'] else ''} {h['reason']}")
+            for a in actions[:10]:
+                c.print(f"  action {a['verb']}: {'ok' if a['ok'] else 'FAILED ' + a['error']}")
+
+    @app.command()
+    def report(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+        """Shadow-mode report: when the policy would have started jobs vs when Slurm did."""
+        with _errors():
+            _, store = _store(config)
+            rows = list(store.db.query(
+                "SELECT d.job_id, MIN(r.started) AS policy_start, j.first_start, "
+                "j.submit_time FROM decisions d JOIN rounds r ON r.id = d.round_id "
+                "JOIN jobs j ON j.job_id = d.job_id WHERE d.kind = 'start' AND r.dry_run = 1 "
+                "GROUP BY d.job_id"))
+            preempts = store.db.execute(
+                "SELECT COUNT(*) FROM decisions d JOIN rounds r ON r.id = d.round_id "
+                "WHERE d.kind = 'preempt' AND r.dry_run = 1").fetchone()[0]
+            diffs = [r["first_start"] - r["policy_start"] for r in rows
+                     if r["first_start"] is not None]
+            summary = {
+                "jobs_compared": len(diffs),
+                "policy_earlier": sum(1 for d in diffs if d > 0),
+                "policy_later": sum(1 for d in diffs if d < 0),
+                "mean_seconds_slurm_minus_policy": statistics.mean(diffs) if diffs else None,
+                "median_seconds_slurm_minus_policy": statistics.median(diffs) if diffs else None,
+                "would_have_preempted": preempts,
+            }
+            t = Table(title="shadow mode: policy vs Slurm (first starts)")
+            t.add_column("figure")
+            t.add_column("value", justify="right")
+            for k, v in summary.items():
+                t.add_row(k, "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v))
+            _print({"summary": summary, "jobs": rows}, as_json, t)
+
+    @app.command(name="handback")
+    def handback_cmd(
+        config: ConfigOpt,
+        if_stale: Annotated[bool, typer.Option("--if-stale", help="Only when the controller's "
+                                               "heartbeat is older than its lease (watchdog).")]
+        = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Release every job the controller holds (and nothing else), so Slurm schedules alone."""
+        with _errors():
+            cfg, _ = load_config(config)
+            if if_stale:
+                age = heartbeat_age(cfg.heartbeat, time.time())
+                if age is not None and age <= cfg.lease_seconds:
+                    _print({"released": [], "heartbeat_age": age}, as_json,
+                           f"controller alive (heartbeat {age:.0f} s old): nothing to do")
+                    return
+            client, _ = select_backend(cfg.slurm_conf, cfg.backend)
+            ids = handback(client, cfg.partitions)
+            _print({"released": ids}, as_json, f"released {len(ids)} job(s): "
+                   + ",".join(map(str, ids)))

@@ -1,0 +1,91 @@
+"""``controller.toml``: the ``[controller]`` table plus a composition (inline or by name).
+
+    [controller]
+    partitions = ["blox"]
+    round_seconds = 30
+    store = "/var/lib/blox-slurm/state.db"
+    heartbeat = "/var/lib/blox-slurm/heartbeat"
+    composition = "tiresias"        # or put [scheduling]/[placement]/... in this file
+
+Validated strictly (unknown keys are errors), so a typo never silently changes behaviour.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .composition import Composition, CompositionError, build, load
+
+
+class ControllerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    partitions: list[str] = Field(default_factory=lambda: ["blox"], min_length=1)
+    round_seconds: float = Field(default=30.0, gt=0)
+    dry_run: bool = False
+    store: str = "/var/lib/blox-slurm/state.db"
+    heartbeat: str = "/var/lib/blox-slurm/heartbeat"
+    lease_seconds: float = Field(default=90.0, gt=0)
+    handback_on_exit: bool = False
+    # Preemption is `scontrol requeuehold`: Slurm sends SIGTERM, waits KillWait, then SIGKILL,
+    # and requeues the job held however it exits. A checkpoint signal sent first is opt-in:
+    # a job that does not handle it (or has not installed its handler yet) dies of it and is
+    # NOT requeued, unless slurm.conf has RequeueExitHold for the code it exits with.
+    checkpoint_signal: str | None = None
+    grace_seconds: float = Field(default=10.0, ge=0)
+    require_mark: bool = True  # act only on jobs the job-submit plugin marked managed
+    slurm_conf: str | None = None
+    backend: Literal["auto", "cli", "pyslurm"] = "auto"
+    composition: str | None = None
+    telemetry_listen: str | None = None  # "127.0.0.1:9300": agents' endpoint + /metrics
+    telemetry_token_file: str | None = None
+    telemetry_window: float = Field(default=600.0, gt=0)
+    telemetry_retention: float = Field(default=86400.0, gt=0)
+
+    @field_validator("partitions")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not p or not p.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"bad partition name {p!r}")
+        return v
+
+
+class ConfigError(ValueError):
+    """A controller config that cannot be used; the message says what to change."""
+
+
+def load_config(path: str | Path) -> tuple[ControllerConfig, Composition]:
+    p = Path(path)
+    try:
+        data: dict[str, Any] = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"controller config not found: {p}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    try:
+        cfg = ControllerConfig.model_validate(data.get("controller", {}))
+    except ValidationError as exc:
+        lines = [f"{p}: [controller]"]
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "(table)"
+            lines.append(f"  {loc}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+    try:
+        if "scheduling" in data:
+            if cfg.composition:
+                raise CompositionError("give either composition = ... or a [scheduling] "
+                                       "section, not both")
+            comp = build(data, name=data.get("name") or p.stem)
+        elif cfg.composition:
+            comp = load(cfg.composition)
+        else:
+            raise CompositionError("no composition: set composition = \"<name or path>\" in "
+                                   "[controller] or add a [scheduling] section")
+    except CompositionError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return cfg, comp

@@ -1,0 +1,174 @@
+"""Decisions -> Slurm verbs: diff what the policy wants against what Slurm shows, act on the
+difference only, in batches.
+
+Desired state of a managed job after a round:
+
+* running, not preempted        -> leave it
+* running, preempted            -> checkpoint signal, then ``requeuehold`` (pending, held again)
+* pending, started by the round -> pinned to the chosen nodes (``ReqNodeList``, ``StartTime=now``)
+                                   and released
+* pending, not started          -> held
+
+Because the plan is a diff, re-running a round against an unchanged Slurm is a no-op, and a
+controller restarted mid-round simply finishes the job on its next round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..model import ClusterSnapshot, Decisions, Drain
+from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob
+
+
+@dataclass(frozen=True)
+class Plan:
+    preempt: tuple[int, ...] = ()
+    hold: tuple[int, ...] = ()
+    release: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)  # by nodes
+    repin: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
+    drain: tuple[Drain, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.preempt or self.hold or self.release or self.repin or self.drain)
+
+    @property
+    def released(self) -> tuple[int, ...]:
+        return tuple(j for ids in self.release.values() for j in ids)
+
+
+def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSnapshot,
+              drained: frozenset[str] = frozenset()) -> Plan:
+    """The verbs that bring Slurm to what ``d`` wants. Pure."""
+    gpus = snapshot.gpus
+    want_nodes: dict[int, tuple[str, ...]] = {}
+    for s in d.start:
+        want_nodes[s.job_id] = tuple(sorted({gpus[g].node for g in s.gpus}))
+    release: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    repin: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    hold: list[int] = []
+    preempt = tuple(j for j in d.preempt if j in managed and managed[j].active)
+    for job_id, job in managed.items():
+        if not job.pending:
+            continue
+        nodes = want_nodes.get(job_id)
+        if nodes is None:
+            if not job.held:
+                hold.append(job_id)
+        elif job.held:
+            release[nodes].append(job_id)
+        elif tuple(sorted(job.req_nodes)) != nodes:
+            repin[nodes].append(job_id)
+    drain = tuple(x for x in d.drain if x.node not in drained)
+    return Plan(preempt, tuple(sorted(hold)),
+                {k: tuple(v) for k, v in release.items()},
+                {k: tuple(v) for k, v in repin.items()}, drain)
+
+
+Recorder = Callable[[str, Sequence[int], bool, str], None]
+
+
+class Applier:
+    """Carries out a :class:`Plan` with as few slurmctld calls as Slurm allows.
+
+    A batched verb that fails is split in halves and retried, down to single jobs, so one
+    vanished or invalid job cannot block the others; every attempt is recorded. Errors never
+    escape: the controller's loop must survive any Slurm failure.
+    """
+
+    def __init__(self, client: SlurmClient, record: Recorder, *, dry_run: bool = False,
+                 checkpoint_signal: str | None = None, grace_seconds: float = 10.0,
+                 poll_seconds: float = 0.5, partitions: Sequence[str] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client = client
+        self.record = record
+        self.dry_run = dry_run
+        self.signal = checkpoint_signal
+        self.grace = grace_seconds
+        self.poll = poll_seconds
+        self.partitions = list(partitions) if partitions else None
+        self.sleep = sleep
+        self.failures = 0
+
+    def apply(self, plan: Plan) -> None:
+        if plan.preempt:
+            self._preempt(plan.preempt)
+        if plan.hold:
+            self._batched("hold", plan.hold, self.client.hold)
+        for nodes, ids in plan.release.items():
+            update = JobUpdate(req_nodes=nodes, start_now=True)
+            pinned = self._batched(f"pin {','.join(nodes)}", ids,
+                                   lambda b, u=update: self.client.update_jobs(b, u))
+            if pinned:
+                self._batched("release", pinned, self.client.release)
+        for nodes, ids in plan.repin.items():
+            update = JobUpdate(req_nodes=nodes)
+            self._batched(f"pin {','.join(nodes)}", ids,
+                          lambda b, u=update: self.client.update_jobs(b, u))
+        for dr in plan.drain:
+            self._node("drain", dr.node, dr.reason)
+
+    def _preempt(self, ids: Sequence[int]) -> None:
+        remaining = list(ids)
+        if self.signal and self.grace > 0:
+            signalled = self._batched(f"signal {self.signal}", remaining,
+                                      lambda b: self.client.signal(b, self.signal or ""))
+            if signalled and not self.dry_run:
+                remaining = self._wait_stopped(remaining)
+        if remaining:
+            self._batched("requeuehold", remaining, self.client.requeue_hold)
+
+    def _wait_stopped(self, ids: list[int]) -> list[int]:
+        """Give signalled jobs ``grace`` seconds to checkpoint and exit on their own (with
+        ``RequeueExitHold`` Slurm requeues them held); return those still running."""
+        deadline = time.monotonic() + self.grace
+        left = set(ids)
+        while left and time.monotonic() < deadline:
+            self.sleep(self.poll)
+            try:
+                jobs = {j.job_id: j for j in self.client.list_jobs(self.partitions)}
+            except SlurmError:
+                continue
+            left = {i for i in left if i in jobs and jobs[i].state in ("RUNNING", "COMPLETING")
+                    and jobs[i].active}
+        return sorted(left)
+
+    def _batched(self, verb: str, ids: Sequence[int],
+                 call: Callable[[Sequence[int]], None]) -> list[int]:
+        """Run ``call`` on ``ids``; on failure split and retry. Returns the ids that worked."""
+        if self.dry_run:
+            self.record(verb, ids, True, "dry-run: not applied")
+            return list(ids)
+        try:
+            call(ids)
+        except SlurmError as exc:
+            if len(ids) == 1:
+                self.failures += 1
+                self.record(verb, ids, False, str(exc))
+                return []
+            named = [i for i in exc.failed_ids if i in ids]
+            if named:  # Slurm said which ones: retry the rest together, drop the named ones
+                for i in named:
+                    self.failures += 1
+                    self.record(verb, [i], False, str(exc))
+                rest = [i for i in ids if i not in named]
+                return self._batched(verb, rest, call) if rest else []
+            half = len(ids) // 2
+            return self._batched(verb, ids[:half], call) + self._batched(verb, ids[half:], call)
+        self.record(verb, ids, True, "")
+        return list(ids)
+
+    def _node(self, verb: str, node: str, reason: str) -> None:
+        if self.dry_run:
+            self.record(f"{verb} {node}", [], True, "dry-run: not applied")
+            return
+        try:
+            self.client.update_nodes([node], "drain", reason or "blox-slurm")
+            self.record(f"{verb} {node}", [], True, reason)
+        except SlurmError as exc:
+            self.failures += 1
+            self.record(f"{verb} {node}", [], False, str(exc))

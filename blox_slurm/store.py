@@ -1,0 +1,290 @@
+"""The controller's memory and audit log: one SQLite file (sqlite-utils, WAL mode).
+
+Tables:
+
+* ``jobs``       one row per managed job: what Slurm cannot remember for the policies (service
+                 received in earlier runs, admitted, policy marks, hints, rank, why it waits)
+* ``rounds``     one row per round: when, dry-run or not, counts, Slurm calls, errors
+* ``decisions``  what each round's policies decided (start/preempt/hold/admit/flag/drain)
+* ``actions``    every Slurm verb applied, its job ids, and whether it worked
+* ``telemetry``  GPU samples, pruned to a retention window
+
+Job history is folded from *observations*, never from the controller's own intentions: a run
+ends when Slurm shows the job pending again or gone. So a controller killed between an action
+and its record loses nothing: the next round re-observes and the store catches up
+(re-observation wins).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from .model import Decisions, GpuSample
+from .slurm.snapshot import JobExtras
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What a round saw of one managed job (the store's input; see :meth:`Store.observe`)."""
+
+    job_id: int
+    user: str
+    partition: str
+    num_gpus: int
+    submit_time: float
+    running: bool
+    run_start: float | None  # Slurm's start time of the current run
+    held: bool
+    hints: Mapping[str, str]
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection, usable from the thread that runs the loop as well as the one that
+        # built the controller (the daemon's loop may run in a worker thread); callers do not
+        # use it from two threads at once.
+        self.db = sqlite_utils.Database(sqlite3.connect(self.path, check_same_thread=False))
+        self.db.enable_wal()
+        self.db.execute("PRAGMA busy_timeout = 5000")
+        self._create()
+
+    def _create(self) -> None:
+        db = self.db
+        if "jobs" not in db.table_names():
+            db["jobs"].create({
+                "job_id": int, "user": str, "partition": str, "num_gpus": int,
+                "submit_time": float, "state": str, "held": int, "admitted": int,
+                "rank": int, "attained_base": float, "run_start": float, "run_gpus": int,
+                "run_last_seen": float, "first_start": float, "last_event": float,
+                "preemptions": int, "hints": str, "marks": str, "reason": str,
+                "last_seen": float, "finished_at": float,
+            }, pk="job_id", not_null={"user", "partition", "state"},
+                defaults={"held": 0, "admitted": 0, "attained_base": 0.0, "preemptions": 0,
+                          "hints": "{}", "marks": "{}", "reason": ""})
+            db["jobs"].create_index(["state"])
+        if "rounds" not in db.table_names():
+            db["rounds"].create({
+                "id": int, "started": float, "finished": float, "dry_run": int,
+                "composition": str, "jobs": int, "pending": int, "running": int,
+                "starts": int, "preempts": int, "holds": int, "slurm_calls": int,
+                "seconds": float, "error": str,
+            }, pk="id")
+        if "decisions" not in db.table_names():
+            db["decisions"].create({"round_id": int, "job_id": int, "kind": str,
+                                    "detail": str, "reason": str})
+            db["decisions"].create_index(["job_id"])
+            db["decisions"].create_index(["round_id"])
+        if "actions" not in db.table_names():
+            db["actions"].create({"round_id": int, "at": float, "verb": str, "ids": str,
+                                  "ok": int, "error": str, "dry_run": int})
+            db["actions"].create_index(["round_id"])
+        if "telemetry" not in db.table_names():
+            db["telemetry"].create({"time": float, "node": str, "gpu": int,
+                                    "utilization": float, "memory_used_mb": float,
+                                    "memory_total_mb": float, "job_ids": str, "errors": int})
+            db["telemetry"].create_index(["time"])
+        if "meta" not in db.table_names():
+            db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    # ------------------------------------------------------------------ rounds
+
+    def begin_round(self, started: float, dry_run: bool, composition: str) -> int:
+        row = self.db["rounds"].insert({"started": started, "dry_run": int(dry_run),
+                                        "composition": composition, "error": ""})
+        return int(row.last_pk)
+
+    def finish_round(self, round_id: int, **fields: Any) -> None:
+        self.db["rounds"].update(round_id, fields)
+
+    def record_action(self, round_id: int, verb: str, ids: Sequence[int], ok: bool,
+                      error: str = "", dry_run: bool = False) -> None:
+        self.db["actions"].insert({"round_id": round_id, "at": time.time(), "verb": verb,
+                                   "ids": json.dumps(list(ids)), "ok": int(ok),
+                                   "error": error[:2000], "dry_run": int(dry_run)})
+
+    def record_decisions(self, round_id: int, d: Decisions, holds: Iterable[int],
+                         gpu_nodes: Mapping[int, Sequence[str]]) -> None:
+        rows: list[dict[str, Any]] = []
+        reasons = d.reasons
+
+        def add(job_id: int, kind: str, detail: Any = None) -> None:
+            rows.append({"round_id": round_id, "job_id": job_id, "kind": kind,
+                         "detail": json.dumps(detail) if detail is not None else "",
+                         "reason": reasons.get(job_id, "")})
+
+        for s in d.start:
+            add(s.job_id, "start", {"gpus": list(s.gpus), "nodes": list(gpu_nodes[s.job_id])})
+        for j in d.preempt:
+            add(j, "preempt")
+        for j in d.admit:
+            add(j, "admit")
+        for j in holds:
+            add(j, "hold")
+        for j, why in d.flag:
+            add(j, "flag", why)
+        for dr in d.drain:
+            rows.append({"round_id": round_id, "job_id": -1, "kind": "drain",
+                         "detail": json.dumps({"node": dr.node}), "reason": dr.reason})
+        if rows:
+            self.db["decisions"].insert_all(rows)
+
+    # ------------------------------------------------------------------ jobs
+
+    def observe(self, now: float, seen: Sequence[Observed], gpus_of: Mapping[int, int]) -> None:
+        """Fold one round's observations into job history (see the module docstring)."""
+        known = {r["job_id"]: r for r in self.db["jobs"].rows_where("state != 'done'")}
+        upserts: list[dict[str, Any]] = []
+        seen_ids = set()
+        for o in seen:
+            seen_ids.add(o.job_id)
+            row = dict(known.get(o.job_id) or {
+                "job_id": o.job_id, "attained_base": 0.0, "preemptions": 0, "admitted": 0,
+                "marks": "{}", "reason": "", "first_start": None, "run_start": None,
+                "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time,
+                "rank": None, "finished_at": None})
+            row.update(user=o.user, partition=o.partition, num_gpus=o.num_gpus,
+                       submit_time=o.submit_time, held=int(o.held), last_seen=now,
+                       hints=json.dumps(dict(o.hints), sort_keys=True))
+            if o.running:
+                if row["run_start"] is not None and row["run_start"] != o.run_start:
+                    _fold(row)  # a new run began since we last looked: the old one ended
+                    row["preemptions"] += 1
+                if row["run_start"] is None:
+                    row["run_start"] = o.run_start if o.run_start is not None else now
+                    row["run_gpus"] = gpus_of.get(o.job_id, o.num_gpus)
+                    row["last_event"] = row["run_start"]
+                    if row["first_start"] is None:
+                        row["first_start"] = row["run_start"]
+                row["run_last_seen"] = now
+                row["admitted"] = 1
+                row["state"] = "running"
+            else:
+                if row["run_start"] is not None:  # requeued since we last saw it running
+                    _fold(row)
+                    row["preemptions"] += 1
+                    row["last_event"] = now
+                row["state"] = "pending"
+            upserts.append(row)
+        for job_id, row in known.items():
+            if job_id not in seen_ids:  # left the queue: finished, cancelled or failed
+                row = dict(row)
+                end = row["run_last_seen"] or now
+                _fold(row)
+                row.update(state="done", finished_at=end)
+                upserts.append(row)
+        if upserts:
+            self.db["jobs"].upsert_all(upserts, pk="job_id")
+
+    def note_preempted(self, ids: Iterable[int], now: float) -> None:
+        """The run of a job we stopped ended now (not at the next observation)."""
+        for job_id in ids:
+            self.db.execute("UPDATE jobs SET run_last_seen = ? WHERE job_id = ?", [now, job_id])
+
+    def update_policy_state(self, admitted: Iterable[int], marks: Iterable[tuple[int, str, float]],
+                            ranks: Mapping[int, int], reasons: Mapping[int, str]) -> None:
+        with self.db.conn:
+            for job_id in admitted:
+                self.db.execute("UPDATE jobs SET admitted = 1 WHERE job_id = ?", [job_id])
+            by_job: dict[int, dict[str, float]] = {}
+            for job_id, key, value in marks:
+                by_job.setdefault(job_id, {})[key] = value
+            for job_id, updates in by_job.items():
+                row = self.db.execute("SELECT marks FROM jobs WHERE job_id = ?",
+                                      [job_id]).fetchone()
+                if row is not None:
+                    merged = {**json.loads(row[0] or "{}"), **updates}
+                    self.db.execute("UPDATE jobs SET marks = ? WHERE job_id = ?",
+                                    [json.dumps(merged, sort_keys=True), job_id])
+            self.db.conn.executemany(
+                "UPDATE jobs SET rank = ?, reason = ? WHERE job_id = ?",
+                [(ranks.get(j), reasons.get(j, ""), j) for j in set(ranks) | set(reasons)])
+
+    def extras(self, now: float) -> dict[int, JobExtras]:
+        """What the snapshot builder needs for every active job."""
+        out: dict[int, JobExtras] = {}
+        for r in self.db["jobs"].rows_where("state != 'done'"):
+            hints = json.loads(r["hints"] or "{}")
+            attained = r["attained_base"] or 0.0
+            duration = _duration(hints)
+            gpus = max(1, r["num_gpus"] or 1)
+            run = attained / gpus  # wall seconds of earlier runs: Slurm's measure of work
+            if duration is not None and run > duration * 1.1 + 60:
+                duration = None  # the hint was wrong: do not let it rank the job forever
+            out[r["job_id"]] = JobExtras(
+                attained_base=attained, work_base=run, duration=duration,
+                admitted=bool(r["admitted"]), model=hints.get("model", ""), hints=hints,
+                preemptions=r["preemptions"], first_start=r["first_start"],
+                last_event=r["last_event"], marks=tuple(sorted(
+                    json.loads(r["marks"] or "{}").items())))
+        return out
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        rows = list(self.db["jobs"].rows_where("job_id = ?", [job_id]))
+        return rows[0] if rows else None
+
+    def jobs(self, active_only: bool = True) -> list[dict[str, Any]]:
+        where = "state != 'done'" if active_only else None
+        return list(self.db["jobs"].rows_where(where, order_by="rank is null, rank, job_id"))
+
+    def history(self, job_id: int, limit: int = 50) -> list[dict[str, Any]]:
+        return list(self.db.query(
+            "SELECT d.round_id, r.started, d.kind, d.detail, d.reason, r.dry_run "
+            "FROM decisions d JOIN rounds r ON r.id = d.round_id WHERE d.job_id = ? "
+            "ORDER BY d.round_id DESC LIMIT ?", [job_id, limit]))
+
+    def actions(self, job_id: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        rows = self.db.query("SELECT * FROM actions ORDER BY rowid DESC LIMIT ?",
+                             [limit if job_id is None else 100000])
+        out = []
+        for r in rows:
+            if job_id is None or job_id in json.loads(r["ids"]):
+                out.append(r)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def last_round(self) -> dict[str, Any] | None:
+        rows = list(self.db.query("SELECT * FROM rounds ORDER BY id DESC LIMIT 1"))
+        return rows[0] if rows else None
+
+    # ------------------------------------------------------------------ telemetry
+
+    def record_telemetry(self, node_samples: Iterable[tuple[str, int, GpuSample]],
+                         keep_seconds: float, now: float) -> None:
+        rows = [{"time": s.time, "node": node, "gpu": idx, "utilization": s.utilization,
+                 "memory_used_mb": s.memory_used_mb, "memory_total_mb": s.memory_total_mb,
+                 "job_ids": json.dumps(list(s.job_ids)), "errors": s.errors}
+                for node, idx, s in node_samples]
+        with self.db.conn:
+            if rows:
+                self.db["telemetry"].insert_all(rows)
+            self.db.execute("DELETE FROM telemetry WHERE time < ?", [now - keep_seconds])
+
+
+def _fold(row: dict[str, Any]) -> None:
+    """Add the ended run's GPU-seconds to the job's attained service."""
+    if row.get("run_start") is not None:
+        end = row.get("run_last_seen") or row["run_start"]
+        row["attained_base"] = (row.get("attained_base") or 0.0) + \
+            (row.get("run_gpus") or 0) * max(0.0, end - row["run_start"])
+    row["run_start"] = None
+    row["run_gpus"] = None
+
+
+def _duration(hints: Mapping[str, str]) -> float | None:
+    try:
+        return float(hints["duration"]) if "duration" in hints else None
+    except ValueError:
+        return None

@@ -1,0 +1,207 @@
+"""The controller against a real slurmctld with the job-submit plugin: end to end.
+
+A 4 nodes x 4 GPUs emulator with ``JobSubmitPlugins=lua`` and ``slurm_conf/job_submit.lua``;
+24 fake training jobs from 3 Unix users submitted with plain ``sbatch`` into the managed
+partition, one job into the unmanaged one; the controller runs Tiresias + consolidated +
+accept-all with small queue thresholds so that preemption happens within seconds.
+
+The fake jobs run as ``daemon``/``bin``/``nobody`` with the system Python (``/usr/bin/python3``
+runs ``fake_train.py``, which needs only the standard library), each user in a directory of
+their own: that is what makes them real multi-user jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _live import wait_for
+
+from blox_slurm.composition import build
+from blox_slurm.controller import Controller, handback
+from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.emulator.cluster import Emulator
+from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
+from blox_slurm.slurm.job_submit import write_config, write_heartbeat
+from blox_slurm.store import Store
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+USERS = ("daemon", "bin", "nobody")
+PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[dict[str, Path | Emulator]]:
+    # Not under pytest's tmp dir: that one is private to root, and the jobs run as other users.
+    base = Path(tempfile.mkdtemp(prefix="blox-ctl-"))
+    os.chmod(base, 0o755)
+    heartbeat = base / "heartbeat"
+    write_heartbeat(heartbeat)
+    emu = Emulator(EmulatorSpec(run_dir=base / "emu", groups=parse_gpus("gpu:4x4"),
+                                job_submit_lua=ROOT / "slurm_conf" / "job_submit.lua"))
+    emu.conf.parent.mkdir(parents=True)
+    write_config(emu.conf.parent, ["blox"], heartbeat, 90)  # read when slurmctld loads the plugin
+    emu.up()
+    try:
+        work = base / "work"
+        work.mkdir()
+        os.chmod(work, 0o755)
+        trainer = work / "fake_train.py"
+        shutil.copy(ROOT / "blox_slurm" / "emulator" / "fake_train.py", trainer)
+        os.chmod(trainer, 0o644)
+        for u in USERS:
+            (work / u).mkdir()
+            os.chmod(work / u, 0o1777)
+        yield {"emu": emu, "work": work, "heartbeat": heartbeat, "base": base}
+    finally:
+        emu.down()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def controller(world: dict, name: str, **overrides: object) -> Controller:
+    emu = world["emu"]
+    cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0,
+                           store=str(world["base"] / f"{name}.db"),
+                           heartbeat=str(world["heartbeat"]), grace_seconds=3.0, **overrides)
+    comp = build({"name": "tiresias+consolidated", "scheduling": {
+        "policy": "tiresias", "thresholds": [30.0], "promote_knob": 0},
+        "placement": "consolidated"})
+    return Controller(cfg, comp, emu.client(), Store(cfg.store))
+
+
+def submit_fake(emu: Emulator, work: Path, user: str, gpus: int, iterations: int) -> int:
+    wd = work / user
+    cmd = f"{PYTHON} {work / 'fake_train.py'} --iterations {iterations} --iters-per-sec 10"
+    return emu.client().submit([
+        "--partition=blox", f"--uid={user}", f"--gres=gpu:{gpus}", f"--chdir={wd}",
+        f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd])
+
+
+def test_controller_runs_a_mixed_multi_user_workload_to_completion(world: dict) -> None:
+    emu, work = world["emu"], world["work"]
+    client = emu.client()
+    ctl = controller(world, "e2e")
+    stop = threading.Event()
+    reports = []
+    thread = threading.Thread(target=ctl.run, args=(stop, None, reports.append), daemon=True)
+    thread.start()
+    wait_for(lambda: reports, 10, "the first round")  # heartbeat is fresh from here on
+
+    shapes = [(4, 60), (1, 30), (2, 40), (1, 80), (2, 20), (4, 30), (1, 50), (2, 70)] * 3
+    jobs = {}
+    for i, (gpus, iters) in enumerate(shapes):
+        user = USERS[i % 3]
+        jobs[submit_fake(emu, work, user, gpus, iters)] = (user, gpus, iters)
+    plain = client.submit(["--partition=plain", "--gres=gpu:1", f"--chdir={work}",
+                           f"--output={work}/plain.out", "--wrap", "sleep 2"])
+    seen = client.list_jobs()
+    plain_job = next(j for j in seen if j.job_id == plain)
+    assert not plain_job.held and plain_job.admin_comment == ""  # untouched by the plugin
+    marks = {j.admin_comment for j in seen if j.job_id in jobs}
+    assert marks == {"blox:managed"}  # marked and held for the policy (not fail-open)
+
+    def all_done() -> bool:
+        return not any(j.job_id in jobs or j.job_id == plain for j in client.list_jobs())
+
+    try:
+        wait_for(all_done, 240, "all jobs to finish")
+    finally:
+        stop.set()
+        thread.join(30)
+
+    # Every job finished exactly once with exactly its iterations, none lost or repeated.
+    for job_id, (user, _, iters) in jobs.items():
+        path = work / user / ".blox-fake" / f"{job_id}.progress.json"
+        out = work / user / f"{job_id}.out"
+        assert path.exists(), (job_id, out.read_text() if out.exists() else "no output",
+                               ctl.store.job(job_id))
+        progress = json.loads(path.read_text())
+        assert progress["iteration"] == iters, (job_id, progress, out.read_text(),
+                                                ctl.store.actions(job_id),
+                                                ctl.store.history(job_id))
+        ranges = progress["history"]
+        assert ranges[0][0] == 0 and ranges[-1][1] == iters
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False)), ranges
+
+    store = ctl.store
+    ctl.round()  # the loop may have stopped before observing the last jobs leave
+    rows = {r["job_id"]: r for r in store.jobs(active_only=False)}
+    assert set(jobs) <= set(rows) and plain not in rows
+    assert all(rows[j]["state"] == "done" for j in jobs)
+    preempted = [j for j in jobs if rows[j]["preemptions"] > 0]
+    assert preempted, "Tiresias with a 30 GPU-s threshold must preempt at least one job"
+    resumed = [j for j in preempted if len(json.loads(
+        (work / jobs[j][0] / ".blox-fake" / f"{j}.progress.json").read_text())["history"]) > 1]
+    assert resumed, "a preempted job resumed from its checkpoint"
+    started = {r["job_id"] for r in store.db.query(
+        "SELECT DISTINCT job_id FROM decisions WHERE kind = 'start'")}
+    assert set(jobs) <= started  # the store holds the decision that started every job
+    failed = list(store.db.query("SELECT * FROM actions WHERE ok = 0"))
+    assert failed == [], failed
+    calls = [r.slurm_calls for r in reports if not r.error]
+    assert min(calls) == 2  # a round with nothing to change costs squeue + sinfo only
+
+
+def test_dry_run_applies_nothing_and_writes_no_heartbeat(world: dict, tmp_path: Path) -> None:
+    emu, work = world["emu"], world["work"]
+    client = emu.client()
+    write_heartbeat(world["heartbeat"])
+    job = submit_fake(emu, work, "bin", 1, 10)
+    try:
+        before = world["heartbeat"].stat().st_mtime
+        ctl = controller(world, "shadow", dry_run=True)
+        report = ctl.round()
+        assert [s.job_id for s in report.decisions.start] == [job]
+        assert next(j for j in client.list_jobs() if j.job_id == job).held  # not released
+        assert world["heartbeat"].stat().st_mtime == before
+        actions = list(ctl.store.db.query("SELECT verb, dry_run FROM actions"))
+        assert actions and all(a["dry_run"] == 1 for a in actions)
+    finally:
+        client.cancel([job])
+
+
+def test_handback_releases_only_the_jobs_we_hold(world: dict) -> None:
+    emu, work = world["emu"], world["work"]
+    client = emu.client()
+    write_heartbeat(world["heartbeat"])
+    ours = sorted(submit_fake(emu, work, u, 4, 600) for u in ("daemon", "nobody"))
+    plain = client.submit(["--partition=plain", "--gres=gpu:1", "--hold", f"--chdir={work}",
+                           "--output=/dev/null", "--wrap", "sleep 1"])
+    try:
+        assert all(j.held for j in client.list_jobs() if j.job_id in ours)  # the plugin's hold
+        released = handback(client, ["blox"])
+        assert released == ours
+        state = {j.job_id: j for j in client.list_jobs()}
+        assert not any(state[j].held for j in ours)
+        assert state[plain].held  # another partition's hold is not ours
+        assert handback(client, ["blox"]) == []  # nothing left of ours: a no-op
+    finally:
+        client.cancel([*ours, plain])
+
+
+def test_run_command_exits_zero_on_sigterm(world: dict, tmp_path: Path) -> None:
+    emu = world["emu"]
+    config = tmp_path / "controller.toml"
+    config.write_text(
+        "[controller]\n"
+        "partitions = [\"blox\"]\nround_seconds = 0.5\n"
+        f"store = \"{tmp_path / 'state.db'}\"\nheartbeat = \"{world['heartbeat']}\"\n"
+        f"slurm_conf = \"{emu.conf}\"\nbackend = \"cli\"\ncomposition = \"fifo\"\n")
+    proc = subprocess.Popen([sys.executable, "-m", "blox_slurm", "run", "--config", str(config)],
+                            stderr=subprocess.PIPE, text=True)
+    store = Store(tmp_path / "state.db")
+    wait_for(lambda: (store.last_round() or {}).get("finished"), 30, "a finished round")
+    proc.terminate()
+    assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+    assert time.time() - (store.last_round() or {})["finished"] < 30
