@@ -11,8 +11,7 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .cli_errors import exit_codes
 from .controller import Controller, RoundReport, handback
 from .controller_config import ConfigError, ControllerConfig, load_config
 from .slurm.backends import select_backend
@@ -32,16 +32,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 err = Console(stderr=True)
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    try:
-        yield
-    except (ConfigError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except SlurmError as exc:
-        err.print(f"[red]Slurm error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+def _errors() -> AbstractContextManager[None]:
+    return exit_codes((ConfigError, ValueError), (SlurmError,))
 
 
 def _store(config: Path) -> tuple[ControllerConfig, Store]:

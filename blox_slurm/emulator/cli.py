@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ..cli_errors import exit_codes
 from .errors import EmulatorError, SpecError
 from .spec import Auth, EmulatorSpec, NodeGroup, parse_gpus
 
@@ -34,16 +34,8 @@ RunDirOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    try:
-        yield
-    except (SpecError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except EmulatorError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
+def _errors() -> AbstractContextManager[None]:
+    return exit_codes((SpecError, ValueError), (EmulatorError,))
 
 
 def _emit(data: dict[str, object], as_json: bool, text: str) -> None:

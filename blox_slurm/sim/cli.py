@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import registry
+from ..cli_errors import exit_codes
 from ..composition import CompositionError, bundled_names, load, read
 from ..workloads.schema import WorkloadError
 from .config import ClusterSpec, SimConfig
@@ -71,18 +71,10 @@ def _console() -> Console:
     return c if c.is_terminal else Console(width=160)
 
 
-@contextmanager
-def user_errors() -> Iterator[None]:
+def user_errors() -> AbstractContextManager[None]:
     """Bad input exits 2 with one clear message, runtime failures exit 1; no tracebacks."""
-    try:
-        yield
-    except (CompositionError, WorkloadError, registry.PolicyError, ValueError,
-            ValidationError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except SimulationError as exc:
-        err.print(f"[red]simulation failed:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+    return exit_codes((CompositionError, WorkloadError, registry.PolicyError, ValueError,
+                       ValidationError), (SimulationError,))
 
 
 def _measure(measure: str | None, jobs: int) -> tuple[int, int] | None:

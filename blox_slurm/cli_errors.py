@@ -1,0 +1,26 @@
+"""The CLI's one error convention: bad input exits 2, a runtime failure exits 1, each with one
+clear line on stderr and no traceback (exit codes documented in :mod:`blox_slurm.cli`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+
+_err = Console(stderr=True)
+
+ErrorTypes = tuple[type[BaseException], ...]
+
+
+@contextmanager
+def exit_codes(bad_input: ErrorTypes, runtime: ErrorTypes = ()) -> Iterator[None]:
+    try:
+        yield
+    except bad_input as exc:
+        _err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except runtime as exc:
+        _err.print(f"[red]failed:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
