@@ -205,3 +205,25 @@ def test_run_command_exits_zero_on_sigterm(world: dict, tmp_path: Path) -> None:
     proc.terminate()
     assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
     assert time.time() - (store.last_round() or {})["finished"] < 30
+
+
+def test_a_failing_job_in_a_batch_is_isolated_and_the_rest_applied(world: dict) -> None:
+    from blox_slurm.slurm.apply import Applier, Plan
+
+    emu, work = world["emu"], world["work"]
+    client = emu.client()
+    write_heartbeat(world["heartbeat"])
+    good = sorted(submit_fake(emu, work, "bin", 4, 600) for _ in range(3))
+    records: list[tuple[str, list[int], bool, str]] = []
+    applier = Applier(client, lambda verb, ids, ok, e: records.append((verb, list(ids), ok, e)))
+    try:
+        client.release(good)
+        vanished = 999_999
+        applier.apply(Plan(hold=(good[0], vanished, *good[1:])))
+        assert applier.failures == 1
+        assert [r[1] for r in records if not r[2]] == [[vanished]]  # isolated, recorded
+        assert sorted(j for r in records if r[2] for j in r[1]) == good
+        state = {j.job_id: j for j in client.list_jobs()}
+        assert all(state[j].held for j in good)  # the rest of the batch was applied
+    finally:
+        client.cancel(good)
