@@ -46,3 +46,6 @@ register_emulator(app)
 from .controller_cli import register as register_controller  # noqa: E402
 
 register_controller(app)
+from .demo import register as register_demo  # noqa: E402
+
+register_demo(app)

@@ -1,0 +1,420 @@
+"""``blox-slurm demo``: the controller on a real (emulated) Slurm, next to the simulator.
+
+What a new admin sees in two minutes: a 4x4 emulator with the job-submit plugin comes up, a
+small mixed workload from three users arrives through plain ``sbatch``, the controller runs
+it with the composition (bundled ``tiresias`` by default) in compressed time, and each job's
+completion time is printed beside the simulator's prediction for the same workload, cluster
+shape, round length and the restart cost measured on Slurm. Everything is torn down at the end,
+on Ctrl-C and on errors.
+
+Compressed time: fake jobs run 8-45 s, rounds are 1 s, and the default composition's queue
+thresholds (GPU-seconds) are divided by :data:`COMPRESSION` so that Tiresias demotes and
+preempts within the demo (3600 -> 30 GPU-s). A composition given with ``--config`` is used
+as it is.
+
+How the two worlds are measured: the emulator's JCT is the fake job's own finish time (its
+last progress write) minus the moment ``sbatch`` was called; the simulator gets those submit
+times and ``iterations / iterations-per-second`` as durations (see
+:func:`~blox_slurm.demo_world.to_workload`). Start latencies come from the fake job's
+progress (each write carries the time and the iteration, so the moment a run began is exact)
+against the time the controller released it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from .composition import Composition, CompositionError, read
+from .controller import Controller, RoundReport
+from .controller_config import ConfigError, load_config
+from .demo_world import (
+    PARTITION,
+    SHAPE,
+    FakeJob,
+    ManagedWorld,
+    NeedsRoot,
+    mixed_workload,
+    to_workload,
+)
+from .emulator.errors import EmulatorError
+from .sim.config import ClusterSpec, SimConfig
+from .sim.simulator import Simulator
+from .slurm.client import SlurmError
+from .store import Store
+from .throughput import ParametricThroughput
+
+COMPRESSION = 120.0  # real seconds per demo second, for the default composition's thresholds
+ITERS_PER_SEC = 10.0
+ROUND_SECONDS = 1.0
+POLL_SECONDS = 0.5
+# The fake job runs at the same speed wherever it is placed: no spread penalty in the sim.
+FAKE_THROUGHPUT = ParametricThroughput(spread_penalty=1.0)
+
+
+class DemoTimeout(RuntimeError):
+    """The workload did not finish in time (the controller or Slurm is stuck)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    job_id: int
+    user: str
+    gpus: int
+    iterations: int
+    submit: float  # seconds after the first submission
+    emulator_jct: float
+    simulator_jct: float | None
+    emulator_preemptions: int
+    simulator_preemptions: int | None
+
+    @property
+    def rel_diff(self) -> float | None:
+        """|emulator - simulator| / simulator."""
+        if self.simulator_jct is None:
+            return None
+        return abs(self.emulator_jct - self.simulator_jct) / self.simulator_jct
+
+
+@dataclass
+class DemoResult:
+    composition: str
+    rows: list[Row]
+    round_seconds: float
+    restart_cost: float  # measured on Slurm, given to the simulator
+    first_start_latency: float  # median release -> running, first runs
+    rounds: int
+    slurm_calls: int
+    wall_seconds: float
+    daemons: list[Any] = field(default_factory=list)  # the emulator's, for teardown checks
+
+    @property
+    def rel_diffs(self) -> list[float]:
+        return sorted(r.rel_diff for r in self.rows if r.rel_diff is not None)
+
+    def stat(self, q: float) -> float | None:
+        """The q-quantile (0..1, nearest rank) of the relative JCT differences."""
+        d = self.rel_diffs
+        return d[min(len(d) - 1, int(q * len(d)))] if d else None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.rel_diffs
+        return {
+            "composition": self.composition, "round_seconds": self.round_seconds,
+            "restart_cost": self.restart_cost, "first_start_latency": self.first_start_latency,
+            "rounds": self.rounds, "slurm_calls": self.slurm_calls,
+            "wall_seconds": self.wall_seconds,
+            "median_rel_diff": statistics.median(d) if d else None,
+            "p90_rel_diff": self.stat(0.9), "worst_rel_diff": d[-1] if d else None,
+            "jobs": [{**asdict(r), "rel_diff": r.rel_diff} for r in self.rows],
+        }
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def demo_composition(config: str | None) -> tuple[dict[str, Any], str]:
+    """The composition's TOML tables and its name: ``config`` as given, or the bundled
+    ``tiresias`` with its thresholds compressed to the demo's time scale."""
+    path, data = read(config or "tiresias")
+    name = str(data.get("name") or path.stem)
+    if config is None:
+        sched = dict(data["scheduling"])
+        sched["thresholds"] = [t / COMPRESSION for t in sched.get("thresholds", [])]
+        data = {**data, "scheduling": sched}
+        name = f"{name} (thresholds / {COMPRESSION:g})"
+    return data, name
+
+
+def _toml(values: Mapping[str, Any]) -> str:
+    """Flat TOML key/value lines (strings, numbers, booleans, lists: JSON spells them alike)."""
+    return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items() if v is not None)
+
+
+def write_controller_config(path: Path, world: ManagedWorld, comp: Mapping[str, Any],
+                            name: str, round_seconds: float) -> Path:
+    """A ``controller.toml`` with the composition inline, as an admin would write one."""
+    ctl = {"partitions": [PARTITION], "round_seconds": round_seconds,
+           "store": str(world.base / "state.db"), "heartbeat": str(world.heartbeat),
+           "slurm_conf": str(world.emu.conf), "backend": "cli", "grace_seconds": 3.0}
+    top = {k: v for k, v in comp.items() if not isinstance(v, dict)}
+    tables = {"controller": ctl, **{k: v for k, v in comp.items() if isinstance(v, dict)}}
+    path.write_text(_toml({**top, "name": name}) + "".join(
+        f"\n[{k}]\n{_toml(v)}" for k, v in tables.items()))
+    return path
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class Tracker:
+    """What the demo knows while it runs: the controller's round reports (appended by the
+    controller thread), submissions, Slurm's view and the fake jobs' progress."""
+
+    def __init__(self, world: ManagedWorld, iters_per_sec: float) -> None:
+        self.world = world
+        self.ips = iters_per_sec
+        self.client = world.client()  # our own: its calls are not the controller's
+        self.reports: list[RoundReport] = []
+        self.jobs: dict[int, FakeJob] = {}
+        self.submitted: dict[int, float] = {}
+        self.state: dict[int, str] = {}
+        self.rank: dict[int, int] = {}
+        self.preemptions: dict[int, int] = defaultdict(int)
+        self.released: dict[int, list[float]] = defaultdict(list)
+        self.run_start: dict[int, dict[int, float]] = defaultdict(dict)  # job -> run -> time
+        self.finished: dict[int, float] = {}
+        self.t0 = time.time()
+
+    def on_round(self, report: RoundReport) -> None:
+        now = time.time()
+        if report.plan is not None:
+            for jid in report.plan.released:
+                self.released[jid].append(now)
+            for jid in report.plan.preempt:
+                self.preemptions[jid] += 1
+        if report.decisions is not None:
+            self.rank = {j: r for r, j in enumerate(report.decisions.order)}
+        self.reports.append(report)
+
+    def submit(self, job: FakeJob) -> int:
+        at = time.time()
+        jid = self.world.submit_fake(job, self.ips)
+        self.jobs[jid], self.submitted[jid] = job, at
+        self.state[jid] = "PENDING"
+        return jid
+
+    def poll(self) -> None:
+        try:
+            seen = {j.job_id: j for j in self.client.list_jobs([PARTITION])}
+        except SlurmError:
+            seen = {}
+        for jid, job in self.jobs.items():
+            if jid in self.finished:
+                continue
+            p = self.world.progress(jid, job.user)
+            if p is not None:
+                first = p["history"][-1][0]  # type: ignore[index]
+                began = float(p["time"]) - (int(p["iteration"]) - first) / self.ips  # type: ignore[arg-type]
+                self.run_start[jid].setdefault(int(p["runs"]), began)  # type: ignore[call-overload]
+                if p["state"] == "done":
+                    self.finished[jid] = float(p["time"])  # type: ignore[arg-type]
+                    self.state[jid] = "DONE"
+                    continue
+            if jid in seen:
+                s = seen[jid]
+                self.state[jid] = "HELD" if s.held else s.state
+
+    @property
+    def done(self) -> bool:
+        return bool(self.jobs) and len(self.finished) == len(self.jobs)
+
+    def latencies(self) -> tuple[list[float], list[float]]:
+        """(first starts, restarts): seconds from the controller's release to progress."""
+        first, again = [], []
+        for jid, runs in self.run_start.items():
+            for k, began in runs.items():
+                rel = self.released.get(jid, [])
+                if k <= len(rel) and began >= rel[k - 1]:
+                    (first if k == 1 else again).append(began - rel[k - 1])
+        return first, again
+
+
+def simulate(tracker: Tracker, comp: Composition, round_seconds: float,
+             restart_cost: float) -> dict[int, tuple[float, int]]:
+    """Job id -> (JCT, preemptions) predicted by the simulator for what the emulator ran."""
+    workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips)
+    cfg = SimConfig(round_duration=round_seconds, restart_cost=restart_cost)
+    result = Simulator(workload, comp, ClusterSpec.parse(SHAPE).build(), cfg,
+                       FAKE_THROUGHPUT).run()
+    return {r.id: (r.jct, r.preemptions) for r in result.jobs}
+
+
+def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
+             live: bool = True, console: Console | None = None,
+             iters_per_sec: float = ITERS_PER_SEC, round_seconds: float = ROUND_SECONDS,
+             timeout: float = 300.0) -> DemoResult:
+    """Run the whole demo; raises :class:`NeedsRoot`, :class:`DemoTimeout`, Slurm/emulator
+    errors. The emulator is down when this returns or raises."""
+    console = console or Console()
+    t_wall = time.monotonic()
+    data, name = demo_composition(config)
+    workload = mixed_workload(n_jobs, seed)
+    console.print(f"bringing up a {SHAPE} emulator with the job-submit plugin ...")
+    with ManagedWorld() as world, _sigterm_as_interrupt():
+        path = write_controller_config(world.base / "controller.toml", world, data, name,
+                                       round_seconds)
+        cfg, comp = load_config(path)
+        tracker = Tracker(world, iters_per_sec)
+        ctl = Controller(cfg, comp, world.client(), Store(cfg.store))
+        stop = threading.Event()
+        thread = threading.Thread(target=ctl.run, args=(stop, None, tracker.on_round),
+                                  daemon=True, name="blox-controller")
+        thread.start()
+        try:
+            _drive(tracker, workload, live, console, timeout)
+        finally:
+            stop.set()
+            thread.join(30)
+        first, again = tracker.latencies()
+        restart = statistics.median(again) if again else 0.0
+        sim = simulate(tracker, comp, round_seconds, restart)
+        t0 = min(tracker.submitted.values())
+        rows = [Row(jid, j.user, j.gpus, j.iterations, tracker.submitted[jid] - t0,
+                    tracker.finished[jid] - tracker.submitted[jid],
+                    sim[jid][0] if jid in sim else None, tracker.preemptions[jid],
+                    sim[jid][1] if jid in sim else None)
+                for jid, j in sorted(tracker.jobs.items())]
+        result = DemoResult(comp.name, rows, round_seconds, restart,
+                            statistics.median(first) if first else 0.0, len(tracker.reports),
+                            sum(r.slurm_calls for r in tracker.reports), 0.0, world.daemons)
+    result.wall_seconds = time.monotonic() - t_wall
+    return result
+
+
+def _drive(tracker: Tracker, workload: list[FakeJob], live: bool, console: Console,
+           timeout: float) -> None:
+    """Submit at the arrival times, watch, until every job finished."""
+    while not tracker.reports:  # the first round makes the heartbeat fresh
+        time.sleep(0.1)
+    start = time.time()
+    due = sorted(workload, key=lambda j: j.arrival)
+    with _view(tracker, live, console) as refresh:
+        while not tracker.done:
+            now = time.time()
+            while due and due[0].arrival <= now - start:
+                tracker.submit(due.pop(0))
+            tracker.poll()
+            refresh()
+            if now - start > timeout:
+                raise DemoTimeout(f"{len(tracker.jobs) - len(tracker.finished)} jobs still "
+                                  f"unfinished after {timeout:g} s")
+            time.sleep(POLL_SECONDS if not due else min(POLL_SECONDS, 0.1))
+
+
+@contextmanager
+def _view(tracker: Tracker, live: bool, console: Console) -> Iterator[Callable[[], None]]:
+    if live:
+        with Live(_render(tracker), console=console, refresh_per_second=4) as view:
+            yield lambda: view.update(_render(tracker))
+        return
+    last: list[str] = [""]
+
+    def line() -> None:
+        text = _summary(tracker)
+        if text != last[0]:
+            console.print(text, highlight=False)
+            last[0] = text
+
+    yield line
+
+
+def _summary(tracker: Tracker) -> str:
+    states = list(tracker.state.values())
+    r = tracker.reports[-1] if tracker.reports else None
+    return (f"round {r.round_id if r else 0}: {len(tracker.jobs)} submitted, "
+            f"{states.count('RUNNING')} running, {len(tracker.finished)} done, "
+            f"{sum(tracker.preemptions.values())} preemptions; Slurm calls last round "
+            f"{r.slurm_calls if r else 0}")
+
+
+def _render(tracker: Tracker) -> Group:
+    table = Table("job", "user", "GPUs", "iters", "state", "rank", "preempted",
+                  title="managed jobs (partition blox)")
+    for jid, j in sorted(tracker.jobs.items()):
+        rank = tracker.rank.get(jid)
+        table.add_row(str(jid), j.user, str(j.gpus), str(j.iterations), tracker.state[jid],
+                      "" if rank is None or jid in tracker.finished else str(rank),
+                      str(tracker.preemptions[jid] or ""))
+    total = sum(r.slurm_calls for r in tracker.reports)
+    return Group(f"[bold]{_summary(tracker)}[/bold] (total {total})", table)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM tears down like Ctrl-C (only the main thread may install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+# --------------------------------------------------------------------------- output + CLI
+
+
+def print_comparison(result: DemoResult, console: Console) -> None:
+    table = Table("job", "user", "GPUs", "submit s", "emulator JCT", "simulator JCT",
+                  "rel. diff", "preempt emu/sim",
+                  title=f"{result.composition}: emulator + controller vs simulator")
+    for r in result.rows:
+        sim = "-" if r.simulator_jct is None else f"{r.simulator_jct:.1f}"
+        rel = "-" if r.rel_diff is None else f"{r.rel_diff:.0%}"
+        table.add_row(str(r.job_id), r.user, str(r.gpus), f"{r.submit:.1f}",
+                      f"{r.emulator_jct:.1f}", sim, rel,
+                      f"{r.emulator_preemptions}/{r.simulator_preemptions}")
+    console.print(table)
+    d = result.as_dict()
+    console.print(
+        f"relative JCT difference: median {d['median_rel_diff']:.0%}, p90 "
+        f"{d['p90_rel_diff']:.0%}, worst {d['worst_rel_diff']:.0%}. Simulator: round "
+        f"{result.round_seconds:g} s, restart cost {result.restart_cost:.2f} s (measured: "
+        f"release -> resumed); Slurm's first-start latency {result.first_start_latency:.2f} s "
+        f"(not modelled). {result.rounds} rounds, {result.slurm_calls} Slurm calls, "
+        f"{result.wall_seconds:.0f} s wall.", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def demo(
+        jobs: Annotated[int, typer.Option("--jobs", min=1, max=64,
+                                          help="How many fake jobs to submit.")] = 16,
+        seed: Annotated[int, typer.Option("--seed", help="Workload seed.")] = 0,
+        config: Annotated[str | None, typer.Option(
+            "--config", help="Composition (bundled name or TOML path); default: bundled "
+                             "tiresias with thresholds compressed to demo time.")] = None,
+        no_live: Annotated[bool, typer.Option("--no-live",
+                                              help="Plain progress lines.")] = False,
+        as_json: Annotated[bool, typer.Option("--json",
+                                              help="Print the comparison as JSON.")] = False,
+    ) -> None:
+        """Emulator + controller on a small mixed workload, beside the simulator's prediction.
+        Needs root and Slurm's Debian packages; takes about two minutes."""
+        console = Console(stderr=True) if as_json else Console()
+        try:
+            result = run_demo(jobs, seed, config, live=not no_live and not as_json,
+                              console=console)
+        except (ConfigError, CompositionError) as exc:
+            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        except (NeedsRoot, EmulatorError, SlurmError, DemoTimeout) as exc:
+            console.print(f"[red]error:[/red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            console.print("interrupted: the emulator was torn down")
+            raise typer.Exit(130) from None
+        if as_json:
+            typer.echo(json.dumps(result.as_dict(), indent=1))
+        else:
+            print_comparison(result, console)

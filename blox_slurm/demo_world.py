@@ -1,0 +1,155 @@
+"""A managed emulator world for the demo and the controller benchmark.
+
+The emulator alone is a plain Slurm; the controller additionally needs the job-submit plugin
+(configured *before* slurmctld starts, since it reads ``blox_job_submit.conf`` when it loads),
+a fresh heartbeat, and jobs from several Unix users. Those run as ``daemon``/``bin``/``nobody``
+with the system Python in world-accessible directories, which is why the world needs root and
+lives outside any private temporary directory.
+
+Also here: the fake-job workload (what the demo submits) and its conversion into the
+simulator's :class:`~blox_slurm.workloads.schema.Workload`, so that the demo and the agreement
+benchmark feed the simulator the same thing the emulator ran.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .emulator.cluster import Daemon, Emulator
+from .emulator.fake_train import read_progress
+from .emulator.spec import EmulatorSpec, parse_gpus
+from .slurm.cli_backend import CliBackend
+from .slurm.job_submit import write_config, write_heartbeat
+from .workloads.schema import JobSpec, Workload
+
+PACKAGE = Path(__file__).resolve().parent
+LUA = PACKAGE.parent / "slurm_conf" / "job_submit.lua"
+TRAINER = PACKAGE / "emulator" / "fake_train.py"
+USERS = ("daemon", "bin", "nobody")
+PYTHON = "/usr/bin/python3"  # the system Python: the jobs' users cannot read a venv under /root
+PARTITION = "blox"
+SHAPE = "gpu:4x4"
+
+
+class NeedsRoot(RuntimeError):
+    """The world runs jobs as other users, which only root may do."""
+
+
+@dataclass(frozen=True, slots=True)
+class FakeJob:
+    """One demo job: whose, how many GPUs, how many iterations, when (seconds after start)."""
+
+    user: str
+    gpus: int
+    iterations: int
+    arrival: float
+
+
+def mixed_workload(n: int, seed: int, mean_gap: float = 1.5) -> list[FakeJob]:
+    """``n`` jobs of 1/2/4 GPUs from the three users, 8-45 s long at 10 iterations/s,
+    Poisson arrivals ``mean_gap`` s apart: enough contention on 16 GPUs for queueing and
+    preemption, short enough to finish in a couple of minutes."""
+    rng = random.Random(seed)
+    jobs, t = [], 0.0
+    for i in range(n):
+        jobs.append(FakeJob(USERS[i % len(USERS)], rng.choice((1, 1, 2, 2, 4)),
+                            rng.randrange(80, 450, 10), round(t, 2)))
+        t += rng.expovariate(1 / mean_gap)
+    return jobs
+
+
+def to_workload(jobs: Mapping[int, FakeJob], submitted: Mapping[int, float],
+                iters_per_sec: float, source: str = "emulator") -> Workload:
+    """The simulator's view of what the emulator ran: Slurm job ids, submit times relative
+    to the first submission (as measured when ``sbatch`` was called), isolated duration =
+    iterations / iterations per second."""
+    t0 = min(submitted.values())
+    specs = sorted((JobSpec(jid, submitted[jid] - t0, j.gpus, j.iterations / iters_per_sec,
+                            user=j.user) for jid, j in jobs.items()),
+                   key=lambda s: (s.submit_time, s.id))
+    return Workload(tuple(specs), source=source)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise NeedsRoot("the demo runs its fake jobs as the users daemon, bin and nobody, "
+                        "which needs root: run it as root (e.g. in the emulator container "
+                        "or with sudo)")
+
+
+class ManagedWorld:
+    """A 4x4 emulator with the plugin installed, a heartbeat, and per-user job directories.
+    Use as a context manager: leaving it (normally, on Ctrl-C or on an error) cancels every
+    job, stops every daemon and removes the files."""
+
+    def __init__(self, shape: str = SHAPE, max_age: int = 90) -> None:
+        require_root()
+        self.base = Path(tempfile.mkdtemp(prefix="blox-demo-"))
+        os.chmod(self.base, 0o755)
+        self.heartbeat = self.base / "heartbeat"
+        self.work = self.base / "work"
+        self.emu = Emulator(EmulatorSpec(run_dir=self.base / "emu", groups=parse_gpus(shape),
+                                         job_submit_lua=LUA))
+        self.max_age = max_age
+        self.daemons: list[Daemon] = []  # what we started, kept for checks after teardown
+
+    def __enter__(self) -> ManagedWorld:
+        try:
+            write_heartbeat(self.heartbeat)
+            self.emu.conf.parent.mkdir(parents=True)
+            write_config(self.emu.conf.parent, [PARTITION], self.heartbeat, self.max_age)
+            self.emu.up()
+            self.daemons = list(self.emu.daemons)
+            self.work.mkdir()
+            os.chmod(self.work, 0o755)
+            shutil.copy(TRAINER, self.work / TRAINER.name)
+            os.chmod(self.work / TRAINER.name, 0o644)
+            for u in USERS:
+                (self.work / u).mkdir()
+                os.chmod(self.work / u, 0o1777)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.emu.down()
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def client(self) -> CliBackend:
+        return self.emu.client()
+
+    def submit_fake(self, job: FakeJob, iters_per_sec: float) -> int:
+        """Plain ``sbatch`` into the managed partition, as ``job.user``."""
+        wd = self.work / job.user
+        cmd = (f"{PYTHON} {self.work / TRAINER.name} --iterations {job.iterations} "
+               f"--iters-per-sec {iters_per_sec:g}")
+        return self.client().submit([
+            f"--partition={PARTITION}", f"--uid={job.user}", f"--gres=gpu:{job.gpus}",
+            f"--chdir={wd}", f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd])
+
+    def submit_sleep(self, count: int, seconds: int = 3600) -> list[int]:
+        """``count`` 1-GPU ``sleep`` jobs (as root): queue filler for the benchmark."""
+        client = self.client()
+        return [client.submit([f"--partition={PARTITION}", "--gres=gpu:1",
+                               f"--chdir={self.work}", "--output=/dev/null",
+                               "--wrap", f"sleep {seconds}"]) for _ in range(count)]
+
+    def progress(self, job_id: int, user: str) -> dict[str, object] | None:
+        return read_progress(self.work / user / ".blox-fake" / f"{job_id}.progress.json")
+
+
+def alive(daemons: Sequence[Daemon]) -> list[Daemon]:
+    """Those of ``daemons`` still running (by pid *and* command line: pids get recycled)."""
+    return [d for d in daemons if d.ours()]
