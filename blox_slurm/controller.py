@@ -76,7 +76,8 @@ class Controller:
         self.telemetry = telemetry
         self.metrics = metrics or MetricsRegistry()
         self.clock = clock
-        self._stored_until = 0.0  # newest telemetry sample already in the store
+        # newest telemetry sample already in the store, per (node, GPU index)
+        self._stored_until: dict[tuple[str, int], float] = {}
 
     # ------------------------------------------------------------------ one round
 
@@ -137,16 +138,16 @@ class Controller:
         gpu_id = {(g.node, g.index): g.id for g in snap.gpus}
         out: list[GpuSample] = []
         fresh: list[tuple[str, int, GpuSample]] = []
-        for (node, index), series in self.telemetry.window(self.cfg.telemetry_window,
-                                                          now).items():
-            gid = gpu_id.get((node, index))
+        for key, series in self.telemetry.window(self.cfg.telemetry_window, now).items():
+            gid = gpu_id.get(key)
+            stored = self._stored_until.get(key, 0.0)  # per GPU: late agents are not lost
             for sample in series:
-                if sample.time > self._stored_until:
-                    fresh.append((node, index, sample))
+                if sample.time > stored:
+                    fresh.append((*key, sample))
                 if gid is not None:
                     out.append(replace(sample, gpu=gid))
-        if fresh:
-            self._stored_until = max(s.time for _, _, s in fresh)
+            if series:
+                self._stored_until[key] = max(stored, series[-1].time)
         self.store.record_telemetry(fresh, self.cfg.telemetry_retention, now)
         return tuple(out)
 

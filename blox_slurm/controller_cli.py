@@ -63,7 +63,8 @@ def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
     if not token:
         raise ConfigError(f"{cfg.telemetry_token_file} is empty")
     host, _, port = cfg.telemetry_listen.rpartition(":")
-    ctl.telemetry = TelemetryBuffer()
+    # Keep a whole window per GPU for agents sampling every 10 s or slower (the agent's default).
+    ctl.telemetry = TelemetryBuffer(per_gpu=int(cfg.telemetry_window / 10) + 12)
     return TelemetryReceiver(token, host=host or "127.0.0.1", port=int(port),
                              buffer=ctl.telemetry, metrics=ctl.metrics).start()
 

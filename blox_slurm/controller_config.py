@@ -43,7 +43,9 @@ class ControllerConfig(BaseModel):
     composition: str | None = None
     telemetry_listen: str | None = None  # "127.0.0.1:9300": agents' endpoint + /metrics
     telemetry_token_file: str | None = None
-    telemetry_window: float = Field(default=600.0, gt=0)
+    # Samples handed to policies each round: at least the longest window a policy looks at
+    # (telemetry_guard's idle_window defaults to 1800 s).
+    telemetry_window: float = Field(default=1800.0, gt=0)
     telemetry_retention: float = Field(default=86400.0, gt=0)
 
     @field_validator("partitions")

@@ -119,10 +119,10 @@ class Store:
         rows: list[dict[str, Any]] = []
         reasons = d.reasons
 
-        def add(job_id: int, kind: str, detail: Any = None) -> None:
+        def add(job_id: int, kind: str, detail: Any = None, reason: str = "") -> None:
             rows.append({"round_id": round_id, "job_id": job_id, "kind": kind,
                          "detail": json.dumps(detail) if detail is not None else "",
-                         "reason": reasons.get(job_id, "")})
+                         "reason": reason or reasons.get(job_id, "")})
 
         for s in d.start:
             add(s.job_id, "start", {"gpus": list(s.gpus), "nodes": list(gpu_nodes[s.job_id])})
@@ -133,7 +133,7 @@ class Store:
         for j in holds:
             add(j, "hold")
         for j, why in d.flag:
-            add(j, "flag", why)
+            add(j, "flag", why, reason=why)
         for dr in d.drain:
             rows.append({"round_id": round_id, "job_id": -1, "kind": "drain",
                          "detail": json.dumps({"node": dr.node}), "reason": dr.reason})
