@@ -1,0 +1,38 @@
+"""The demo's pure parts: its workload, the emulator -> simulator conversion, root check."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from blox_slurm import demo_world
+from blox_slurm.cli import app
+from blox_slurm.demo import demo_composition
+from blox_slurm.demo_world import FakeJob, mixed_workload, to_workload
+
+
+def test_mixed_workload_is_seeded_and_mixed() -> None:
+    jobs = mixed_workload(16, seed=0)
+    assert jobs == mixed_workload(16, seed=0) != mixed_workload(16, seed=1)
+    assert {j.gpus for j in jobs} == {1, 2, 4} and len({j.user for j in jobs}) == 3
+    assert [j.arrival for j in jobs] == sorted(j.arrival for j in jobs)
+
+
+def test_to_workload_uses_slurm_ids_relative_submit_times_and_iteration_durations() -> None:
+    jobs = {7: FakeJob("bin", 2, 300, 0.0), 5: FakeJob("daemon", 1, 50, 0.0)}
+    w = to_workload(jobs, {7: 1000.5, 5: 1002.0}, iters_per_sec=10)
+    assert [(s.id, s.submit_time, s.num_gpus, s.duration, s.user) for s in w.jobs] == [
+        (7, 0.0, 2, 30.0, "bin"), (5, 1.5, 1, 5.0, "daemon")]
+
+
+def test_default_composition_compresses_tiresias_thresholds() -> None:
+    data, name = demo_composition(None)
+    assert data["scheduling"]["thresholds"] == [30.0, 300.0] and "120" in name
+    data, name = demo_composition("fifo")
+    assert name == "fifo"
+
+
+def test_demo_without_root_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo_world.os, "geteuid", lambda: 1000)
+    out = CliRunner().invoke(app, ["demo", "--no-live"])
+    assert out.exit_code == 1 and "needs root" in out.output
