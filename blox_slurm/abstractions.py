@@ -81,11 +81,13 @@ class FreeGpus:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A scheduling policy's answer: priority order, and GPU counts where they differ from the
-    request (Optimus' elastic allocation)."""
+    """A scheduling policy's answer: priority order, GPU counts where they differ from the
+    request (Optimus' elastic allocation), and GPU types for jobs that must get one this round
+    (Gavel's per-round type choice; placement sees it as the job's ``gpu_type`` hint)."""
 
     order: Sequence[Job]
     gpus: Mapping[int, int] = field(default_factory=dict)
+    types: Mapping[int, str] = field(default_factory=dict)
     # (job id, key, value): memory the policy needs next round, kept by the world on the job
     # (``Job.marks``). This is how a pure policy carries state, e.g. Tiresias' service reset.
     marks: tuple[tuple[int, str, float], ...] = ()

@@ -6,7 +6,9 @@ The engine walks the scheduler's priority order once:
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
-  backfills, otherwise the walk stops starting jobs (strict order).
+  backfills, otherwise the walk stops starting jobs (strict order);
+* a GPU type the scheduler chose for a job (``Schedule.types``) reaches placement as the job's
+  ``gpu_type`` hint, overriding the user's, so every placement policy honours it unchanged.
 
 Walking the order instead of Blox's "take the top-N jobs that fit by GPU count, preempt the
 rest" is what lets consolidation and fragmentation matter: a job the count says fits may not
@@ -18,6 +20,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import filterfalse
 from operator import attrgetter
 
@@ -27,6 +30,13 @@ from .model import ClusterSnapshot, Decisions, Job, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id = attrgetter("admitted"), attrgetter("id")
+
+
+def _typed(job: Job, gpu_type: str) -> Job:
+    """``job`` as placement should see it: required to run on ``gpu_type``."""
+    hints = dict(job.hints)
+    hints["gpu_type"] = gpu_type
+    return replace(job, hints=tuple(sorted(hints.items())))
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) -> Decisions:
@@ -48,6 +58,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
     schedule = comp.scheduling.order(snapshot, active)
     order = schedule.order
     alloc = schedule.gpus
+    types = schedule.types
 
     free = FreeGpus.of(snapshot, view.unschedulable)
     for job in forced.values():
@@ -94,9 +105,10 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
                 reasons[job.id] = f"strict order: waiting behind job {blocker.id}"
             continue
         want = alloc.get(job.id, job.num_gpus)
+        placed = _typed(job, types[job.id]) if job.id in types else job
         gpus = None
         if want <= free.count:
-            gpus = placement.choose(snapshot, job, want, free)
+            gpus = placement.choose(snapshot, placed, want, free)
         if gpus is None and running_below > 0:
             if running is None:
                 running_pos = [i for i, j in enumerate(order) if j.gpus]
@@ -105,7 +117,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
             below = bisect.bisect_right(running_pos, pos)
             candidates = [v for v in running[below:] if v.id not in preempted]
 
-            def fits(trial: FreeGpus, job: Job = job, want: int = want) -> bool:
+            def fits(trial: FreeGpus, job: Job = placed, want: int = want) -> bool:
                 return placement.choose(snapshot, job, want, trial) is not None
 
             victims = preemption.victims(job, candidates, free, want, fits) if candidates else ()
@@ -114,7 +126,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
                     preempted[v.id] = job.id
                     free.give(v.gpus)
                     heapq.heappush(victims_due, (rank[v.id], v))
-                gpus = placement.choose(snapshot, job, want, free)
+                gpus = placement.choose(snapshot, placed, want, free)
         if gpus is not None:
             free.take(gpus)
             starts.append(Start(job.id, gpus))

@@ -6,6 +6,8 @@ from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
+from ._types import allowed
+
 
 @register("placement", "consolidated")
 class Consolidated:
@@ -13,7 +15,8 @@ class Consolidated:
 
     A job that fits on one node but finds no node with enough free GPUs waits for one
     (consolidation matters for communication-heavy jobs) unless ``spread_if_needed``. A job
-    larger than any node spans the fewest nodes: those with the most free GPUs first.
+    larger than any node spans the fewest nodes: those with the most free GPUs first. Only
+    nodes of the job's required GPU type count when it has one.
     """
 
     class Params(BaseModel):
@@ -26,6 +29,7 @@ class Consolidated:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
+        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         best: tuple[GpuId, ...] | None = None

@@ -4,10 +4,13 @@ from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
+from ._types import allowed
+
 
 @register("placement", "first_fit")
 class FirstFit:
-    """The first free GPUs in node order, spanning nodes when needed (Blox's placement)."""
+    """The first free GPUs in node order, spanning nodes when needed (Blox's placement), on
+    nodes of the job's required GPU type if it has one."""
 
     def __init__(self, params: object = None) -> None:
         pass
@@ -15,6 +18,7 @@ class FirstFit:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
+        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         out: list[GpuId] = []

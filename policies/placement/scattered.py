@@ -6,13 +6,16 @@ from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
+from ._types import allowed
+
 
 @register("placement", "scattered")
 class Scattered:
     """Any free GPUs anywhere, spread one at a time over the nodes with the most free GPUs.
 
     Succeeds whenever enough GPUs are free in total (a 4-GPU job into 3+2 free GPUs), and puts
-    a 1-GPU job on the emptiest node: the load-balancing end of the placement spectrum.
+    a 1-GPU job on the emptiest node: the load-balancing end of the placement spectrum. Only
+    nodes of the job's required GPU type count when it has one.
     """
 
     def __init__(self, params: object = None) -> None:
@@ -21,6 +24,7 @@ class Scattered:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
+        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         heap = [(-len(g), i, g) for i, g in enumerate(free.by_node.values()) if g]

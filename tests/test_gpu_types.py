@@ -1,0 +1,83 @@
+"""GPU types: placements honour a job's required type (user hint or the scheduler's choice)."""
+
+from __future__ import annotations
+
+import pytest
+from _core_helpers import comp, free_of, pending, running, snapshot, started
+
+from blox_slurm.abstractions import Schedule
+from blox_slurm.model import build_cluster
+from blox_slurm.registry import register
+from blox_slurm.round import decide
+from policies.placement._types import allowed
+from policies.placement.consolidated import Consolidated
+from policies.placement.first_fit import FirstFit
+from policies.placement.scattered import Scattered
+
+# node1, node2: k80 GPUs 0-3, 4-7; node3: V100 GPUs 8-11 (upper case on purpose)
+SHAPE = build_cluster([("k80", 2, 4), ("V100", 1, 4)])
+PLACEMENTS = [FirstFit(), Consolidated(), Consolidated(Consolidated.Params(spread_if_needed=True)),
+              Scattered()]
+
+
+def typed(jid: int, gpus: int, gpu_type: str, **kw):
+    return pending(jid, gpus, hints=(("gpu_type", gpu_type),), **kw)
+
+
+def test_allowed_is_the_free_set_itself_without_a_hint() -> None:
+    s = snapshot(SHAPE, [])
+    free = free_of(s)
+    assert allowed(s, pending(1), free) is free
+
+
+def test_allowed_keeps_only_nodes_of_the_type_case_insensitively() -> None:
+    s = snapshot(SHAPE, [running(1, [8])])
+    view = allowed(s, typed(2, 1, "v100"), free_of(s))
+    assert view.by_node == {"node3": (9, 10, 11)}
+    assert view.count == 3
+    assert allowed(s, typed(2, 1, "K80"), free_of(s)).count == 8
+
+
+@pytest.mark.parametrize("policy", PLACEMENTS, ids=lambda p: type(p).__name__)
+def test_every_placement_puts_a_typed_job_on_its_type_only(policy) -> None:
+    s = snapshot(SHAPE, [running(1, [8])])
+    free = free_of(s)
+    assert set(policy.choose(s, typed(2, 2, "v100"), 2, free)) <= {9, 10, 11}
+    assert policy.choose(s, typed(2, 4, "v100"), 4, free) is None  # 8 k80s free, 3 V100s
+    assert policy.choose(s, typed(2, 1, "a100"), 1, free) is None  # no such node
+
+
+@pytest.mark.parametrize("policy", PLACEMENTS, ids=lambda p: type(p).__name__)
+def test_an_untyped_job_may_use_any_type(policy) -> None:
+    s = snapshot(SHAPE, [running(1, list(range(8)))])  # only V100s free
+    assert policy.choose(s, pending(2, 2), 2, free_of(s)) is not None
+
+
+@register("scheduling", "test-types-v100")
+class WantsV100:
+    """Test policy: FIFO, and every job must run on V100 this round."""
+
+    time_dependent = False
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot, jobs) -> Schedule:
+        ranked = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+        return Schedule(ranked, types={j.id: "v100" for j in ranked})
+
+
+def test_schedule_types_reach_placement_and_override_the_user_hint() -> None:
+    s = snapshot(SHAPE, [typed(1, 2, "k80", submit=0.0), pending(2, 1, submit=1.0)])
+    d = decide(s, comp("test-types-v100"))
+    assert started(d) == {1: (8, 9), 2: (10,)}
+
+
+def test_preemption_for_a_typed_job_stops_only_jobs_on_that_type() -> None:
+    # A k80 job and a V100 job run (both ranked below, the k80 one last); the new job wants
+    # 4 V100s: stopping the k80 job frees 4 GPUs, but not of its type.
+    jobs = [pending(1, 4, submit=0.0), running(2, [0, 1, 2, 3], submit=5.0),
+            running(3, [8, 9, 10, 11], submit=6.0)]
+    d = decide(snapshot(SHAPE, jobs), comp("test-types-v100"))
+    assert d.preempt == (3,)  # job 2's k80s would not help
+    assert started(d) == {1: (8, 9, 10, 11)}
