@@ -63,7 +63,7 @@ class Store:
     def _create(self) -> None:
         db = self.db
         if "jobs" not in db.table_names():
-            db["jobs"].create({
+            db.table("jobs").create({
                 "job_id": int, "user": str, "partition": str, "num_gpus": int,
                 "submit_time": float, "state": str, "held": int, "admitted": int,
                 "rank": int, "attained_base": float, "run_start": float, "run_gpus": int,
@@ -73,44 +73,45 @@ class Store:
             }, pk="job_id", not_null={"user", "partition", "state"},
                 defaults={"held": 0, "admitted": 0, "attained_base": 0.0, "preemptions": 0,
                           "hints": "{}", "marks": "{}", "reason": ""})
-            db["jobs"].create_index(["state"])
+            db.table("jobs").create_index(["state"])
         if "rounds" not in db.table_names():
-            db["rounds"].create({
+            db.table("rounds").create({
                 "id": int, "started": float, "finished": float, "dry_run": int,
                 "composition": str, "jobs": int, "pending": int, "running": int,
                 "starts": int, "preempts": int, "holds": int, "slurm_calls": int,
                 "seconds": float, "error": str,
             }, pk="id")
         if "decisions" not in db.table_names():
-            db["decisions"].create({"round_id": int, "job_id": int, "kind": str,
+            db.table("decisions").create({"round_id": int, "job_id": int, "kind": str,
                                     "detail": str, "reason": str})
-            db["decisions"].create_index(["job_id"])
-            db["decisions"].create_index(["round_id"])
+            db.table("decisions").create_index(["job_id"])
+            db.table("decisions").create_index(["round_id"])
         if "actions" not in db.table_names():
-            db["actions"].create({"round_id": int, "at": float, "verb": str, "ids": str,
+            db.table("actions").create({"round_id": int, "at": float, "verb": str, "ids": str,
                                   "ok": int, "error": str, "dry_run": int})
-            db["actions"].create_index(["round_id"])
+            db.table("actions").create_index(["round_id"])
         if "telemetry" not in db.table_names():
-            db["telemetry"].create({"time": float, "node": str, "gpu": int,
+            db.table("telemetry").create({"time": float, "node": str, "gpu": int,
                                     "utilization": float, "memory_used_mb": float,
                                     "memory_total_mb": float, "job_ids": str, "errors": int})
-            db["telemetry"].create_index(["time"])
+            db.table("telemetry").create_index(["time"])
         if "meta" not in db.table_names():
-            db["meta"].insert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+            db.table("meta").insert({"key": "schema_version", "value": str(SCHEMA_VERSION)},
+                                    pk="key")
 
     # ------------------------------------------------------------------ rounds
 
     def begin_round(self, started: float, dry_run: bool, composition: str) -> int:
-        row = self.db["rounds"].insert({"started": started, "dry_run": int(dry_run),
+        row = self.db.table("rounds").insert({"started": started, "dry_run": int(dry_run),
                                         "composition": composition, "error": ""})
-        return int(row.last_pk)
+        return int(row.last_pk)  # type: ignore[arg-type]
 
     def finish_round(self, round_id: int, **fields: Any) -> None:
-        self.db["rounds"].update(round_id, fields)
+        self.db.table("rounds").update(round_id, fields)
 
     def record_action(self, round_id: int, verb: str, ids: Sequence[int], ok: bool,
                       error: str = "", dry_run: bool = False) -> None:
-        self.db["actions"].insert({"round_id": round_id, "at": time.time(), "verb": verb,
+        self.db.table("actions").insert({"round_id": round_id, "at": time.time(), "verb": verb,
                                    "ids": json.dumps(list(ids)), "ok": int(ok),
                                    "error": error[:2000], "dry_run": int(dry_run)})
 
@@ -138,13 +139,13 @@ class Store:
             rows.append({"round_id": round_id, "job_id": -1, "kind": "drain",
                          "detail": json.dumps({"node": dr.node}), "reason": dr.reason})
         if rows:
-            self.db["decisions"].insert_all(rows)
+            self.db.table("decisions").insert_all(rows)
 
     # ------------------------------------------------------------------ jobs
 
     def observe(self, now: float, seen: Sequence[Observed], gpus_of: Mapping[int, int]) -> None:
         """Fold one round's observations into job history (see the module docstring)."""
-        known = {r["job_id"]: r for r in self.db["jobs"].rows_where("state != 'done'")}
+        known = {r["job_id"]: r for r in self.db.table("jobs").rows_where("state != 'done'")}
         upserts: list[dict[str, Any]] = []
         seen_ids = set()
         for o in seen:
@@ -185,7 +186,7 @@ class Store:
                 row.update(state="done", finished_at=end)
                 upserts.append(row)
         if upserts:
-            self.db["jobs"].upsert_all(upserts, pk="job_id")
+            self.db.table("jobs").upsert_all(upserts, pk="job_id")
 
     def note_preempted(self, ids: Iterable[int], now: float) -> None:
         """The run of a job we stopped ended now (not at the next observation)."""
@@ -214,7 +215,7 @@ class Store:
     def extras(self, now: float) -> dict[int, JobExtras]:
         """What the snapshot builder needs for every active job."""
         out: dict[int, JobExtras] = {}
-        for r in self.db["jobs"].rows_where("state != 'done'"):
+        for r in self.db.table("jobs").rows_where("state != 'done'"):
             hints = json.loads(r["hints"] or "{}")
             attained = r["attained_base"] or 0.0
             duration = _duration(hints)
@@ -231,12 +232,12 @@ class Store:
         return out
 
     def job(self, job_id: int) -> dict[str, Any] | None:
-        rows = list(self.db["jobs"].rows_where("job_id = ?", [job_id]))
+        rows = list(self.db.table("jobs").rows_where("job_id = ?", [job_id]))
         return rows[0] if rows else None
 
     def jobs(self, active_only: bool = True) -> list[dict[str, Any]]:
         where = "state != 'done'" if active_only else None
-        return list(self.db["jobs"].rows_where(where, order_by="rank is null, rank, job_id"))
+        return list(self.db.table("jobs").rows_where(where, order_by="rank is null, rank, job_id"))
 
     def history(self, job_id: int, limit: int = 50) -> list[dict[str, Any]]:
         return list(self.db.query(
@@ -269,7 +270,7 @@ class Store:
                 for node, idx, s in node_samples]
         with self.db.conn:
             if rows:
-                self.db["telemetry"].insert_all(rows)
+                self.db.table("telemetry").insert_all(rows)
             self.db.execute("DELETE FROM telemetry WHERE time < ?", [now - keep_seconds])
 
 

@@ -184,7 +184,7 @@ class Simulator:
                         pending -= 1
                         active[job.id] = job = transitions.start(job, st.gpus, t, rate,
                                                                  cfg.restart_cost)
-                        ft = job.work_since + ((job.duration or 0.0) - job.work_base) / rate
+                        ft = (job.work_since or t) + ((job.duration or 0.0) - job.work_base) / rate
                         if cfg.quantize_to_rounds:
                             ft = _ceil_to(ft, rd)
                         finish_at[job.id] = ft

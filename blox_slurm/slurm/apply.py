@@ -100,17 +100,17 @@ class Applier:
         if plan.hold:
             self._batched("hold", plan.hold, self.client.hold)
         for nodes, ids in plan.release.items():
-            update = JobUpdate(req_nodes=nodes, start_now=True)
             pinned = self._batched(f"pin {','.join(nodes)}", ids,
-                                   lambda b, u=update: self.client.update_jobs(b, u))
+                                   self._updater(JobUpdate(req_nodes=nodes, start_now=True)))
             if pinned:
                 self._batched("release", pinned, self.client.release)
         for nodes, ids in plan.repin.items():
-            update = JobUpdate(req_nodes=nodes)
-            self._batched(f"pin {','.join(nodes)}", ids,
-                          lambda b, u=update: self.client.update_jobs(b, u))
+            self._batched(f"pin {','.join(nodes)}", ids, self._updater(JobUpdate(req_nodes=nodes)))
         for dr in plan.drain:
             self._node("drain", dr.node, dr.reason)
+
+    def _updater(self, update: JobUpdate) -> Callable[[Sequence[int]], None]:
+        return lambda ids: self.client.update_jobs(ids, update)
 
     def _preempt(self, ids: Sequence[int]) -> None:
         remaining = list(ids)
