@@ -19,6 +19,7 @@ from .client import (
     SlurmError,
     SlurmJob,
     SlurmNode,
+    SlurmUnavailable,
     check_node_names,
 )
 from .parse import job_from_json, job_from_scontrol, node_from_json
@@ -52,14 +53,24 @@ class CliBackend:
     # ------------------------------------------------------------------ reads
 
     def _json(self, argv: list[str]) -> dict[str, Any]:
-        out = self.runner.run(argv, idempotent=True)
-        try:
-            data = json.loads(out)
-        except json.JSONDecodeError as e:
-            raise SlurmError(f"{argv[0]} --json printed no JSON: {e}", argv) from None
-        if data.get("errors"):
-            raise SlurmError(f"{argv[0]} --json reported errors: {data['errors']}", argv)
-        return dict(data)
+        # 22.05's `squeue/sinfo --json` exit 0 with only an "errors" list (stderr empty) when
+        # slurmctld cannot be reached, so the runner never sees a failure to retry: a read is
+        # idempotent, so retry it here with the same backoff.
+        delays = self.runner.retry.delays()
+        while True:
+            out = self.runner.run(argv, idempotent=True)
+            try:
+                data = json.loads(out)
+            except json.JSONDecodeError as e:
+                raise SlurmError(f"{argv[0]} --json printed no JSON: {e}", argv) from None
+            if not data.get("errors"):
+                return dict(data)
+            delay = next(delays, None)
+            if delay is None:
+                raise SlurmUnavailable(
+                    f"{argv[0]} --json reported errors (slurmctld unreachable?): "
+                    f"{data['errors']}", argv)
+            self.runner._sleep(delay)
 
     def version(self) -> str:
         meta = self._json(["sinfo", "--json"])["meta"]
