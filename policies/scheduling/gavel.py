@@ -1,0 +1,260 @@
+"""Gavel: heterogeneity-aware allocation LPs plus the round-based mechanism (Narayanan et al.,
+OSDI'20), as a pure scheduling policy.
+
+**Allocation.** Over jobs ``j`` and GPU types ``t``, ``X[j,t]`` is the fraction of time job
+``j`` should run on type ``t`` (at its requested GPU count ``g_j``)::
+
+    sum_t X[j,t] <= 1            sum_j g_j X[j,t] <= c_t (GPUs of type t)     X >= 0
+    eff_j = sum_t thr[j,t] X[j,t]    (thr: the throughput model's rate, 1 = reference speed)
+
+``thr[j,t] = 0`` (a job that does not run on ``t``, or needs more GPUs than ``t`` has) pins
+``X[j,t] = 0``. The objectives:
+
+* ``max_min_fairness``: maximize ``min_j eff_j / eq_j``. ``eq_j`` is the job's throughput under
+  an equal share: ``1/N`` of each type it can run on (``N`` jobs), i.e. time fractions
+  ``c_t / (N g_j)``, scaled down together when they sum above 1 (a job cannot run more than
+  all the time). So 1.0 means "as fast as an equal split of the cluster", whatever the types.
+* ``min_makespan``: minimize ``max_j remaining_j / eff_j``; with ``y = 1 / makespan`` this is
+  the LP ``max y s.t. eff_j >= remaining_j y``. Jobs without a duration count as the longest
+  known remaining time (1 s if none is known), so they are not starved.
+* ``max_sum_throughput``: maximize ``sum_j eff_j`` (may starve slow jobs, as in Gavel).
+
+A max-min LP has many optima, and a simplex vertex may leave GPUs idle that no bottleneck job
+can use; the two min-objectives therefore take a second pass (Gavel's later water filling does
+the same job more elaborately) maximizing the total (normalized) throughput while keeping the
+min within 1e-6 relative of its optimum. HiGHS solves both passes (warm-started) via highspy.
+
+**Mechanism.** Time fractions become per-round placements by Gavel's priorities
+``priority[j,t] = X[j,t] / received[j,t]``, where ``received`` is the fraction of the job's age
+(time since submission) it ran on ``t``: a job short of its allocation gets priority > 1, one
+that never ran there infinity. Pairs are taken in priority order; a job gets the type of its
+first pair whose type still has ``g_j`` GPUs unclaimed this round, and the order is the order
+of assignment. Running jobs only compete for the type they run on (the round engine never moves
+a running job): a job that should move falls below the cut, is preempted by higher priorities
+and takes its new type when it restarts. Jobs left without a type follow, running ones first,
+and may use whatever GPUs are left (any type).
+
+Time on each type is the policy's memory, kept by the world as marks: ``gavel.on.<type>``
+(seconds run there) and ``gavel.seen`` (when it was last counted). Each round adds, for every
+running job, the time since ``max(seen, run_since)``; preemptions happen only at rounds, so
+nothing is lost between counts. A job spanning types is counted on its first GPU's type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import highspy
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from blox_slurm.abstractions import Schedule
+from blox_slurm.model import ClusterSnapshot, Job, NodeState
+from blox_slurm.registry import register
+from blox_slurm.throughput import DEFAULT_THROUGHPUT
+
+Objective = Literal["max_min_fairness", "min_makespan", "max_sum_throughput"]
+SEEN = "gavel.seen"
+ON = "gavel.on."
+_TIE = 1e-6  # relative slack on the min when maximizing the total in the second pass
+
+
+def equal_share(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Each job's throughput under 1/N of every type it can run on (see module docstring)."""
+    n = len(gpus)
+    if n == 0:
+        return np.zeros(0)
+    usable = thr > 0
+    share = np.where(usable, capacity[None, :] / (n * gpus[:, None]), 0.0)
+    total = share.sum(axis=1)
+    scale = np.where(total > 1.0, 1.0 / np.maximum(total, 1e-300), 1.0)
+    return (share * scale[:, None] * thr).sum(axis=1)
+
+
+def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective: Objective,
+             remaining: np.ndarray | None = None) -> np.ndarray:
+    """``X[j,t]`` for ``thr`` (jobs x types rates), ``gpus`` (per job) and ``capacity`` (per
+    type) under ``objective``; ``remaining`` (per job, seconds) for ``min_makespan``.
+    Every job must have some type with ``thr > 0``."""
+    n_jobs, n_types = thr.shape
+    if n_jobs == 0:
+        return np.zeros((0, n_types))
+    jj, tt = np.nonzero(thr > 0)  # one column per usable (job, type) pair
+    k = len(jj)
+    with_min = objective != "max_sum_throughput"
+    if objective == "max_min_fairness":
+        weight = thr[jj, tt] / equal_share(thr, gpus, capacity)[jj]
+        floor = np.ones(n_jobs)  # coefficient of the min variable in job j's row
+    elif objective == "min_makespan":
+        assert remaining is not None, "min_makespan needs remaining times"
+        weight = thr[jj, tt]
+        floor = np.maximum(remaining, 1e-9)
+    else:
+        weight = thr[jj, tt]
+        floor = np.zeros(0)
+
+    # Rows: [0, n) time per job <= 1; [n, n + T) GPUs per type <= c_t; then (with a min)
+    # weight . X_j - floor_j * z >= 0 per job. Columns: the k pairs, then z.
+    n_rows = n_jobs + n_types + (n_jobs if with_min else 0)
+    per_col = 3 if with_min else 2
+    rows = np.empty((k, per_col), dtype=np.int32)
+    vals = np.empty((k, per_col))
+    rows[:, 0], vals[:, 0] = jj, 1.0
+    rows[:, 1], vals[:, 1] = n_jobs + tt, gpus[jj]
+    if with_min:
+        rows[:, 2], vals[:, 2] = n_jobs + n_types + jj, weight
+    index = rows.ravel()
+    value = vals.ravel()
+    start = np.arange(0, k * per_col + 1, per_col, dtype=np.int32)
+    if with_min:
+        index = np.concatenate([index, n_jobs + n_types + np.arange(n_jobs, dtype=np.int32)])
+        value = np.concatenate([value, -floor])
+        start = np.append(start, len(index)).astype(np.int32)
+    n_cols = k + (1 if with_min else 0)
+
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n_cols, n_rows
+    lp.sense_ = highspy.ObjSense.kMaximize
+    cost = np.zeros(n_cols)
+    if with_min:
+        cost[k] = 1.0
+    else:
+        cost[:] = weight
+    lp.col_cost_ = cost
+    lp.col_lower_ = np.zeros(n_cols)
+    lp.col_upper_ = np.full(n_cols, highspy.kHighsInf)
+    inf = highspy.kHighsInf
+    lp.row_lower_ = np.concatenate([np.full(n_jobs + n_types, -inf), np.zeros(n_rows -
+                                                                               n_jobs - n_types)])
+    lp.row_upper_ = np.concatenate([np.ones(n_jobs), capacity.astype(float),
+                                    np.full(n_rows - n_jobs - n_types, inf)])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = start, index, value
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.passModel(lp)
+    _solve(h)
+    if with_min:
+        z = h.getSolution().col_value[k]
+        h.changeColBounds(k, z * (1.0 - _TIE), inf)
+        h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32),
+                         np.append(weight, 0.0))
+        _solve(h)
+    x = np.asarray(h.getSolution().col_value[:k])
+    out = np.zeros((n_jobs, n_types))
+    out[jj, tt] = np.clip(x, 0.0, 1.0)
+    return out
+
+
+def _solve(h: highspy.Highs) -> None:
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"Gavel allocation LP: HiGHS returned {h.modelStatusToString(status)}")
+
+
+def priority(share: float, on_type: float, age: float) -> float:
+    """Gavel's ``allocation / fraction received``: ``inf`` for a job that never ran there."""
+    received = on_type / age if age > 0 else 0.0
+    return share / received if received > 0 else math.inf
+
+
+@register("scheduling", "gavel")
+class Gavel:
+    """Gavel's heterogeneity-aware policies (allocation LP + round-based priorities)."""
+
+    time_dependent = True  # priorities move as jobs receive time
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        objective: Objective = "max_min_fairness"
+
+    def __init__(self, params: Params | None = None) -> None:
+        self.objective = (params or self.Params()).objective
+        # Memo of the last LP (a pure function of its key): the job set changes only at
+        # arrivals and completions, so most rounds reuse it.
+        self._memo: tuple[object, np.ndarray] | None = None
+
+    def allocation(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]
+                   ) -> tuple[list[str], list[Job], np.ndarray, np.ndarray]:
+        """(types, jobs in the LP, X over them, capacity per type)."""
+        model = snapshot.throughput or DEFAULT_THROUGHPUT
+        sizes: dict[str, list[int]] = {}
+        for n in snapshot.nodes:
+            if n.state is NodeState.UP:
+                sizes.setdefault(n.gpu_type, []).append(len(n.gpu_ids))
+        types = sorted(sizes)
+        capacity = np.array([sum(sizes[t]) for t in types], dtype=float)
+        largest = [max(sizes[t]) for t in types]
+        rows, lp_jobs = [], []
+        for j in jobs:
+            row = [model.rate(j, j.num_gpus, 1 if j.num_gpus <= big else 2, t)
+                   if j.num_gpus <= cap else 0.0
+                   for t, cap, big in zip(types, capacity, largest, strict=True)]
+            if any(r > 0 for r in row):
+                rows.append(row)
+                lp_jobs.append(j)
+        thr = np.array(rows, dtype=float).reshape(len(lp_jobs), len(types))
+        gpus = np.array([j.num_gpus for j in lp_jobs], dtype=float)
+        remaining = None
+        key: object = (tuple(types), tuple(capacity), id(model),
+                       tuple((j.id, j.model, j.num_gpus) for j in lp_jobs))
+        if self.objective == "min_makespan":
+            rem = [j.remaining(snapshot.now) for j in lp_jobs]
+            known = [r for r in rem if r is not None]
+            longest = max(known, default=1.0)
+            remaining = np.array([longest if r is None else r for r in rem], dtype=float)
+            key = None  # remaining work changes every round
+        if key is not None and self._memo is not None and self._memo[0] == key:
+            x = self._memo[1]
+        else:
+            x = allocate(thr, gpus, capacity, self.objective, remaining)
+            if key is not None:
+                self._memo = (key, x)
+        return types, lp_jobs, x, capacity
+
+    def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
+        now = snapshot.now
+        types, lp_jobs, x, capacity = self.allocation(snapshot, jobs)
+        gpu_type = [g.type for g in snapshot.gpus]
+        marks: list[tuple[int, str, float]] = []
+        on: dict[int, dict[str, float]] = {}
+        current: dict[int, str] = {}
+        for j in jobs:
+            spent = {k[len(ON):]: v for k, v in j.marks if k.startswith(ON)}
+            if j.running and j.run_since is not None:
+                t = gpu_type[j.gpus[0]]
+                current[j.id] = t
+                extra = now - max(j.mark(SEEN, j.run_since), j.run_since)
+                if extra > 0:
+                    spent[t] = spent.get(t, 0.0) + extra
+                    marks += [(j.id, ON + t, spent[t]), (j.id, SEEN, now)]
+            on[j.id] = spent
+
+        pairs = []  # (-priority, -share, submit, id, type index, job)
+        best: dict[int, float] = {}
+        for row, j in zip(x, lp_jobs, strict=True):
+            age = now - j.submit_time
+            for ti, share in enumerate(row):
+                t = types[ti]
+                if share <= 1e-9 or (j.id in current and current[j.id] != t):
+                    continue
+                p = priority(share, on[j.id].get(t, 0.0), age)
+                best[j.id] = max(best.get(j.id, 0.0), p)
+                pairs.append((-p, -share, j.submit_time, j.id, ti, j))
+        pairs.sort(key=lambda e: e[:4])
+
+        left = capacity.copy()
+        chosen: dict[int, str] = {}
+        ranked: list[Job] = []
+        for _, _, _, jid, ti, j in pairs:
+            if jid not in chosen and j.num_gpus <= left[ti]:
+                left[ti] -= j.num_gpus
+                chosen[jid] = types[ti]
+                ranked.append(j)
+        rest = sorted((j for j in jobs if j.id not in chosen),
+                      key=lambda j: (not j.running, -best.get(j.id, 0.0), j.submit_time, j.id))
+        return Schedule(ranked + rest, types=chosen, marks=tuple(marks))

@@ -1,0 +1,117 @@
+"""Gavel's exact logic on hand-solved cases: the LPs, the equal share, the mechanism."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from _core_helpers import pending, running, snapshot
+
+from blox_slurm.model import build_cluster
+from blox_slurm.throughput import ParametricThroughput
+from policies.scheduling.gavel import Gavel, allocate, equal_share, priority
+
+CAP11 = np.array([1.0, 1.0])  # types (v100, k80): one GPU each
+ONE = np.array([1.0, 1.0])  # two 1-GPU jobs
+
+
+def test_equal_share_is_one_nth_of_each_usable_type_capped_at_all_the_time() -> None:
+    thr = np.array([[1.0, 0.1], [1.0, 0.9]])
+    # 1 v100 + 2 k80, 2 jobs: fractions 1/2 and 1 sum to 1.5 -> scaled to 1/3 and 2/3
+    assert equal_share(thr, ONE, np.array([1.0, 2.0])) == pytest.approx(
+        [1 / 3 + 0.1 * 2 / 3, 1 / 3 + 0.9 * 2 / 3])
+    # a type the job cannot use is not part of its share
+    assert equal_share(np.array([[1.0, 0.0]]), np.array([1.0]), CAP11) == pytest.approx([1.0])
+
+
+def test_max_min_fairness_two_jobs_two_types_hand_solved() -> None:
+    # 1 v100 + 2 k80; A barely runs on k80 (0.1), B hardly cares (0.9). Equal shares 0.4 and
+    # 14/15. With B's v100 fraction b: A = 1 - 0.9b, B = 0.9 + 0.1b; equal ratios give
+    # b = 43/66, and both jobs beat their equal share (min ratio 1.034).
+    thr = np.array([[1.0, 0.1], [1.0, 0.9]])
+    x = allocate(thr, ONE, np.array([1.0, 2.0]), "max_min_fairness")
+    b = 43 / 66
+    assert x == pytest.approx(np.array([[1 - b, b], [b, 1 - b]]), abs=1e-4)
+    eff = (x * thr).sum(axis=1)
+    assert min(eff / equal_share(thr, ONE, np.array([1.0, 2.0]))) == pytest.approx(
+        (0.9 + 0.1 * b) / (14 / 15), rel=1e-4)
+
+
+def test_min_makespan_equalizes_finish_times() -> None:
+    # A (1, 0.5), B (1, 0.1), 100 s each: A = 0.5 + 0.5a, B = 1 - 0.9a with a = A's v100
+    # time; equal at a = 5/14.
+    thr = np.array([[1.0, 0.5], [1.0, 0.1]])
+    x = allocate(thr, ONE, CAP11, "min_makespan", np.array([100.0, 100.0]))
+    a = 5 / 14
+    assert x == pytest.approx(np.array([[a, 1 - a], [1 - a, a]]), abs=1e-4)
+    # twice the work for A: it gets more of both
+    x2 = allocate(thr, ONE, CAP11, "min_makespan", np.array([200.0, 100.0]))
+    eff = (x2 * thr).sum(axis=1)
+    assert 200 / eff[0] == pytest.approx(100 / eff[1], rel=1e-4)
+
+
+def test_max_sum_throughput_puts_each_job_where_it_loses_least() -> None:
+    thr = np.array([[1.0, 0.5], [1.0, 0.1]])
+    x = allocate(thr, ONE, CAP11, "max_sum_throughput")
+    assert x == pytest.approx(np.array([[0.0, 1.0], [1.0, 0.0]]), abs=1e-9)
+
+
+def test_capacity_counts_gpus_per_job() -> None:
+    # one 2-GPU job and one 1-GPU job on 2 v100s: the 2-GPU one can run half the time at most
+    x = allocate(np.array([[1.0], [1.0]]), np.array([2.0, 1.0]), np.array([2.0]),
+                 "max_sum_throughput")
+    assert (x[:, 0] * [2, 1]).sum() == pytest.approx(2.0)
+    assert x.max() <= 1.0 + 1e-9
+
+
+def test_priority_is_allocation_over_fraction_received() -> None:
+    assert priority(0.5, 100.0, 400.0) == pytest.approx(2.0)  # got 1/4, owed 1/2
+    assert priority(0.5, 200.0, 400.0) == pytest.approx(1.0)
+    assert priority(0.5, 0.0, 400.0) == math.inf
+    assert priority(0.5, 0.0, 0.0) == math.inf
+
+
+# ------------------------------------------------------------------- the policy on snapshots
+
+SHAPE = build_cluster([("k80", 1, 1), ("v100", 1, 2)])  # GPU 0: k80; GPUs 1, 2: v100
+SPEED = ParametricThroughput(type_speed={"v100": 1.0, "k80": 0.25})
+
+
+def test_a_job_that_fits_only_one_type_is_sent_there() -> None:
+    s = snapshot(SHAPE, [pending(1, 2, submit=0.0)], now=10.0, throughput=SPEED)
+    sched = Gavel().order(s, s.jobs)
+    assert sched.types == {1: "v100"}
+    _, jobs, x, _ = Gavel().allocation(s, s.jobs)
+    assert x[0].tolist() == pytest.approx([0.0, 1.0])  # types sorted: k80, v100
+
+
+def test_a_job_no_type_can_hold_goes_last_without_a_type() -> None:
+    s = snapshot(SHAPE, [pending(1, 3, submit=0.0), pending(2, 1, submit=5.0)], now=10.0,
+                 throughput=SPEED)
+    sched = Gavel().order(s, s.jobs)
+    assert [j.id for j in sched.order] == [2, 1] and 1 not in sched.types
+
+
+def test_mechanism_counts_time_per_type_in_marks_and_ranks_by_priority() -> None:
+    # Three 1-GPU jobs, 1 k80 + 2 v100; job 1 has run 300 s on v100 since t=100 and had
+    # 200 s there before (seen at t=300: only 100 s are new).
+    jobs = [running(1, [1], submit=0.0, since=200.0,
+                    marks=(("gavel.on.v100", 200.0), ("gavel.seen", 300.0))),
+            pending(2, 1, submit=0.0), pending(3, 1, submit=0.0)]
+    s = snapshot(SHAPE, jobs, now=400.0, throughput=SPEED)
+    sched = Gavel().order(s, s.jobs)
+    assert sched.marks == ((1, "gavel.on.v100", 300.0), (1, "gavel.seen", 400.0))
+    # Each job's allocation is 2/3 v100 + 1/3 k80 (3 jobs, 3 GPUs, equal speedups). Jobs 2
+    # and 3 never ran: infinite priority, the larger share (v100) first, so they claim both
+    # v100s; job 1 (got 300/400 of v100, owed 2/3: priority 0.89) only competes for the
+    # type it runs on, finds it claimed, and goes last: next round's victim and restart.
+    assert [j.id for j in sched.order] == [2, 3, 1]
+    assert sched.types == {2: "v100", 3: "v100"}
+
+
+def test_same_throughput_on_every_type_reduces_to_fair_time_sharing() -> None:
+    s = snapshot(SHAPE, [pending(i, 1, submit=0.0) for i in range(6)], now=10.0,
+                 throughput=ParametricThroughput())
+    _, _, x, _ = Gavel().allocation(s, s.jobs)
+    assert x.sum(axis=1) == pytest.approx([0.5] * 6, abs=1e-6)  # 3 GPUs, 6 jobs
