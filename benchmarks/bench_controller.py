@@ -25,6 +25,8 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from rich.console import Console
+
 from blox_slurm.composition import build
 from blox_slurm.controller import Controller, RoundReport
 from blox_slurm.controller_config import ControllerConfig
@@ -120,7 +122,7 @@ def slurm_cost() -> None:
 
 
 def agreement(jobs: int, seed: int) -> None:
-    r = run_demo(jobs, seed, live=False)
+    r = run_demo(jobs, seed, live=False, console=Console(quiet=True))
     d = r.as_dict()
     print(f"\nJCT agreement, {jobs} fake jobs, {r.composition}: emulator + controller vs "
           f"simulator (round {r.round_seconds:g} s, restart cost {r.restart_cost:.2f} s "
