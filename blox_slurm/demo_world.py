@@ -29,7 +29,9 @@ from .slurm.job_submit import write_config, write_heartbeat
 from .workloads.schema import JobSpec, Workload
 
 PACKAGE = Path(__file__).resolve().parent
-LUA = PACKAGE.parent / "slurm_conf" / "job_submit.lua"
+# slurm_conf/job_submit.lua, shipped inside the package (blox_slurm/data links to it) so the
+# demo also runs from an installed wheel.
+LUA = PACKAGE / "data" / "job_submit.lua"
 TRAINER = PACKAGE / "emulator" / "fake_train.py"
 USERS = ("daemon", "bin", "nobody")
 PYTHON = "/usr/bin/python3"  # the system Python: the jobs' users cannot read a venv under /root

@@ -1,0 +1,1 @@
+../../slurm_conf/job_submit.lua
