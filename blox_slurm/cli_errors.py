@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 _err = Console(stderr=True)
 
@@ -19,8 +20,13 @@ def exit_codes(bad_input: ErrorTypes, runtime: ErrorTypes = ()) -> Iterator[None
     try:
         yield
     except bad_input as exc:
-        _err.print(f"[red]error:[/red] {exc}", highlight=False)
+        _err.print(f"[red]error:[/red] {_one_line(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     except runtime as exc:
-        _err.print(f"[red]failed:[/red] {exc}", highlight=False)
+        _err.print(f"[red]failed:[/red] {_one_line(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message as one line, its text never read as Rich markup ("[controller]" is kept)."""
+    return escape("; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()))

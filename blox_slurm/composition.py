@@ -128,6 +128,8 @@ def read(source: str | Path) -> tuple[Path, dict[str, Any]]:
         return path, tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise CompositionError(f"composition file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not UTF-8
+        raise CompositionError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CompositionError(f"{path}: not valid TOML: {exc}") from None
 

@@ -25,18 +25,20 @@ class ControllerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     partitions: list[str] = Field(default_factory=lambda: ["blox"], min_length=1)
-    round_seconds: float = Field(default=30.0, gt=0)
+    # finite and bounded: an infinite lease never goes stale (no fail-open), and a huge round
+    # overflows Event.wait in the daemon loop
+    round_seconds: float = Field(default=30.0, gt=0, le=86400, allow_inf_nan=False)
     dry_run: bool = False
     store: str = "/var/lib/blox-slurm/state.db"
     heartbeat: str = "/var/lib/blox-slurm/heartbeat"
-    lease_seconds: float = Field(default=90.0, gt=0)
+    lease_seconds: float = Field(default=90.0, gt=0, le=86400, allow_inf_nan=False)
     handback_on_exit: bool = False
     # Preemption is `scontrol requeuehold`: Slurm sends SIGTERM, waits KillWait, then SIGKILL,
     # and requeues the job held however it exits. A checkpoint signal sent first is opt-in:
     # a job that does not handle it (or has not installed its handler yet) dies of it and is
     # NOT requeued, unless slurm.conf has RequeueExitHold for the code it exits with.
     checkpoint_signal: str | None = None
-    grace_seconds: float = Field(default=10.0, ge=0)
+    grace_seconds: float = Field(default=10.0, ge=0, le=86400, allow_inf_nan=False)
     require_mark: bool = True  # act only on jobs the job-submit plugin marked managed
     slurm_conf: str | None = None
     backend: Literal["auto", "cli", "pyslurm"] = "auto"
@@ -45,8 +47,8 @@ class ControllerConfig(BaseModel):
     telemetry_token_file: str | None = None
     # Samples handed to policies each round: at least the longest window a policy looks at
     # (telemetry_guard's idle_window defaults to 1800 s).
-    telemetry_window: float = Field(default=1800.0, gt=0)
-    telemetry_retention: float = Field(default=86400.0, gt=0)
+    telemetry_window: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
+    telemetry_retention: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
 
     @field_validator("partitions")
     @classmethod
@@ -67,6 +69,8 @@ def load_config(path: str | Path) -> tuple[ControllerConfig, Composition]:
         data: dict[str, Any] = tomllib.loads(p.read_text())
     except FileNotFoundError:
         raise ConfigError(f"controller config not found: {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not UTF-8
+        raise ConfigError(f"{p}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     try:

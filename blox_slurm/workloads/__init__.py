@@ -59,7 +59,12 @@ def load_workload(
         raise WorkloadError(f"{what}; formats: {', '.join(LOADERS)}; extensions: {exts}")
     if not path.exists():
         raise WorkloadError(f"{path}: no such file")
-    return LOADERS[name](path, skip_bad_rows=skip_bad_rows, **opts)
+    try:
+        return LOADERS[name](path, skip_bad_rows=skip_bad_rows, **opts)
+    except UnicodeDecodeError as exc:  # bytes that are not UTF-8 anywhere in the file
+        raise WorkloadError(f"{path}: not UTF-8 text: {exc}") from None
+    except IsADirectoryError:
+        raise WorkloadError(f"{path}: is a directory") from None
 
 
 __all__ = [
