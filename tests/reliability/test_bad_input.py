@@ -520,7 +520,7 @@ TELEMETRY_CASES: list[tuple[str, dict[str, Any], int]] = [
 def test_bad_telemetry_posts_get_4xx_and_the_receiver_keeps_serving(
         receiver: TelemetryReceiver) -> None:
     got = {}
-    for name, kw, status in TELEMETRY_CASES:
+    for name, kw, _status in TELEMETRY_CASES:
         got[name] = post(receiver, **kw)
         assert healthy(receiver), f"receiver down after {name!r}"
     assert got == {name: status for name, _, status in TELEMETRY_CASES}
