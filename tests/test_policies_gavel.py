@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from _core_helpers import pending, running, snapshot
+from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
+from blox_slurm.composition import load
 from blox_slurm.model import build_cluster
+from blox_slurm.sim.config import ClusterSpec, SimConfig
+from blox_slurm.sim.simulator import Simulator
 from blox_slurm.throughput import ParametricThroughput
+from blox_slurm.workloads.gavel import load_gavel
+from blox_slurm.workloads.gavel_throughput import GavelThroughput
 from policies.scheduling.gavel import Gavel, allocate, equal_share, priority
 
 CAP11 = np.array([1.0, 1.0])  # types (v100, k80): one GPU each
@@ -115,3 +122,13 @@ def test_same_throughput_on_every_type_reduces_to_fair_time_sharing() -> None:
                  throughput=ParametricThroughput())
     _, _, x, _ = Gavel().allocation(s, s.jobs)
     assert x.sum(axis=1) == pytest.approx([0.5] * 6, abs=1e-6)  # 3 GPUs, 6 jobs
+
+
+@needs_gavel
+def test_gavel_runs_a_real_trace_prefix_on_a_heterogeneous_cluster() -> None:
+    thr = GavelThroughput(THROUGHPUTS, fallback=ParametricThroughput())
+    wl = load_gavel(GAVEL / "msr_seed0_2869ce.trace", throughputs=thr)
+    wl = replace(wl, jobs=tuple(j for j in wl.jobs[:40] if j.num_gpus <= 4), measure=None)
+    shape = ClusterSpec.parse("v100:4x2,p100:4x2,k80:4x2").build()
+    result = Simulator(wl, load("gavel"), shape, SimConfig(round_duration=360.0), thr).run()
+    assert result.unfinished == () and len(result.jobs) == len(wl.jobs)
