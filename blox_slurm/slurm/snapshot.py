@@ -169,6 +169,15 @@ def _job(
         first_start=first_start,
         last_event=last_event,
         preemptions=x.preemptions if x.preemptions is not None else j.restart_cnt,
-        hints=tuple(sorted(x.hints.items())),
+        hints=_hints(j, x),
         marks=x.marks,
     )
+
+
+def _hints(j: SlurmJob, x: JobExtras) -> tuple[tuple[str, str], ...]:
+    """The job's hints; a GPU type requested from Slurm (``--gres=gpu:v100:2``) becomes the
+    ``gpu_type`` hint placements honour."""
+    hints = {k: str(v) for k, v in x.hints.items()}
+    if j.gpu_type:
+        hints["gpu_type"] = j.gpu_type
+    return tuple(sorted(hints.items()))
