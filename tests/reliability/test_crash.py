@@ -114,7 +114,7 @@ def test_controller_survives_random_kill_9(clean_queue: ManagedWorld, tmp_path: 
                                    COMPOSITION, ROUND_SECONDS)
     log = open(tmp_path / "controller.log", "wb")  # noqa: SIM115 - closed in finally
     workload = [FakeJob(USERS[i % 3], rng.choice((1, 2, 4)), rng.randrange(20, 61),
-                        round(rng.uniform(0, 15), 2)) for i in range(N_JOBS)]
+                        round(rng.uniform(0, 20), 2)) for i in range(N_JOBS)]
     workload.sort(key=lambda j: j.arrival)
     client = world.client()
     lives: list[Life] = []
