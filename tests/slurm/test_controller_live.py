@@ -13,11 +13,8 @@ their own: that is what makes them real multi-user jobs.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -29,44 +26,19 @@ from _live import wait_for
 from blox_slurm.composition import build
 from blox_slurm.controller import Controller, handback
 from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.emulator.cluster import Emulator
-from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
-from blox_slurm.slurm.job_submit import write_config, write_heartbeat
+from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.slurm.job_submit import write_heartbeat
 from blox_slurm.store import Store
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[2]
 USERS = ("daemon", "bin", "nobody")
-PYTHON = "/usr/bin/python3"
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[dict[str, Path | Emulator]]:
-    # Not under pytest's tmp dir: that one is private to root, and the jobs run as other users.
-    base = Path(tempfile.mkdtemp(prefix="blox-ctl-"))
-    os.chmod(base, 0o755)
-    heartbeat = base / "heartbeat"
-    write_heartbeat(heartbeat)
-    emu = Emulator(EmulatorSpec(run_dir=base / "emu", groups=parse_gpus("gpu:4x4"),
-                                job_submit_lua=ROOT / "slurm_conf" / "job_submit.lua"))
-    emu.conf.parent.mkdir(parents=True)
-    write_config(emu.conf.parent, ["blox"], heartbeat, 90)  # read when slurmctld loads the plugin
-    emu.up()
-    try:
-        work = base / "work"
-        work.mkdir()
-        os.chmod(work, 0o755)
-        trainer = work / "fake_train.py"
-        shutil.copy(ROOT / "blox_slurm" / "emulator" / "fake_train.py", trainer)
-        os.chmod(trainer, 0o644)
-        for u in USERS:
-            (work / u).mkdir()
-            os.chmod(work / u, 0o1777)
-        yield {"emu": emu, "work": work, "heartbeat": heartbeat, "base": base}
-    finally:
-        emu.down()
-        shutil.rmtree(base, ignore_errors=True)
+def world() -> Iterator[dict]:
+    with ManagedWorld() as w:  # 4x4 GPUs, plugin, fresh heartbeat, per-user job directories
+        yield {"emu": w.emu, "work": w.work, "heartbeat": w.heartbeat, "base": w.base, "w": w}
 
 
 def controller(world: dict, name: str, **overrides: object) -> Controller:
@@ -80,12 +52,8 @@ def controller(world: dict, name: str, **overrides: object) -> Controller:
     return Controller(cfg, comp, emu.client(), Store(cfg.store))
 
 
-def submit_fake(emu: Emulator, work: Path, user: str, gpus: int, iterations: int) -> int:
-    wd = work / user
-    cmd = f"{PYTHON} {work / 'fake_train.py'} --iterations {iterations} --iters-per-sec 10"
-    return emu.client().submit([
-        "--partition=blox", f"--uid={user}", f"--gres=gpu:{gpus}", f"--chdir={wd}",
-        f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd])
+def submit_fake(world: dict, user: str, gpus: int, iterations: int) -> int:
+    return world["w"].submit_fake(FakeJob(user, gpus, iterations, 0.0), iters_per_sec=10)
 
 
 def test_controller_runs_a_mixed_multi_user_workload_to_completion(world: dict) -> None:
@@ -102,7 +70,7 @@ def test_controller_runs_a_mixed_multi_user_workload_to_completion(world: dict) 
     jobs = {}
     for i, (gpus, iters) in enumerate(shapes):
         user = USERS[i % 3]
-        jobs[submit_fake(emu, work, user, gpus, iters)] = (user, gpus, iters)
+        jobs[submit_fake(world, user, gpus, iters)] = (user, gpus, iters)
     plain = client.submit(["--partition=plain", "--gres=gpu:1", f"--chdir={work}",
                            f"--output={work}/plain.out", "--wrap", "sleep 2"])
     seen = client.list_jobs()
@@ -154,10 +122,10 @@ def test_controller_runs_a_mixed_multi_user_workload_to_completion(world: dict) 
 
 
 def test_dry_run_applies_nothing_and_writes_no_heartbeat(world: dict, tmp_path: Path) -> None:
-    emu, work = world["emu"], world["work"]
+    emu = world["emu"]
     client = emu.client()
     write_heartbeat(world["heartbeat"])
-    job = submit_fake(emu, work, "bin", 1, 10)
+    job = submit_fake(world, "bin", 1, 10)
     try:
         before = world["heartbeat"].stat().st_mtime
         ctl = controller(world, "shadow", dry_run=True)
@@ -175,7 +143,7 @@ def test_handback_releases_only_the_jobs_we_hold(world: dict) -> None:
     emu, work = world["emu"], world["work"]
     client = emu.client()
     write_heartbeat(world["heartbeat"])
-    ours = sorted(submit_fake(emu, work, u, 4, 600) for u in ("daemon", "nobody"))
+    ours = sorted(submit_fake(world, u, 4, 600) for u in ("daemon", "nobody"))
     plain = client.submit(["--partition=plain", "--gres=gpu:1", "--hold", f"--chdir={work}",
                            "--output=/dev/null", "--wrap", "sleep 1"])
     try:
@@ -210,10 +178,10 @@ def test_run_command_exits_zero_on_sigterm(world: dict, tmp_path: Path) -> None:
 def test_a_failing_job_in_a_batch_is_isolated_and_the_rest_applied(world: dict) -> None:
     from blox_slurm.slurm.apply import Applier, Plan
 
-    emu, work = world["emu"], world["work"]
+    emu = world["emu"]
     client = emu.client()
     write_heartbeat(world["heartbeat"])
-    good = sorted(submit_fake(emu, work, "bin", 4, 600) for _ in range(3))
+    good = sorted(submit_fake(world, "bin", 4, 600) for _ in range(3))
     records: list[tuple[str, list[int], bool, str]] = []
     applier = Applier(client, lambda verb, ids, ok, e: records.append((verb, list(ids), ok, e)))
     try:

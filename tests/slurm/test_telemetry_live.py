@@ -12,8 +12,6 @@ users). Then a GPU error on node2 must make the controller drain node2 in Slurm.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -26,36 +24,21 @@ from blox_slurm.composition import build
 from blox_slurm.controller import Controller
 from blox_slurm.controller_cli import _telemetry
 from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.emulator.cluster import Emulator
-from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
+from blox_slurm.demo_world import ManagedWorld
 from blox_slurm.slurm.client import SlurmClient
-from blox_slurm.slurm.job_submit import write_config, write_heartbeat
 from blox_slurm.store import Store
 from blox_slurm.telemetry.agent import run_agent
 from blox_slurm.telemetry.emulated import Allocation, EmulatedTelemetry
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parents[2]
 NODES = ("node1", "node2")
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict]:
-    base = Path(tempfile.mkdtemp(prefix="blox-tel-"))
-    os.chmod(base, 0o755)
-    heartbeat = base / "heartbeat"
-    write_heartbeat(heartbeat)
-    emu = Emulator(EmulatorSpec(run_dir=base / "emu", groups=parse_gpus("gpu:2x2"),
-                                job_submit_lua=ROOT / "slurm_conf" / "job_submit.lua"))
-    emu.conf.parent.mkdir(parents=True)
-    write_config(emu.conf.parent, ["blox"], heartbeat, 90)  # read when slurmctld loads the plugin
-    emu.up()
-    try:
-        yield {"emu": emu, "base": base, "heartbeat": heartbeat}
-    finally:
-        emu.down()
-        shutil.rmtree(base, ignore_errors=True)
+    with ManagedWorld(shape="gpu:2x2") as w:  # plugin installed, heartbeat fresh
+        yield {"emu": w.emu, "base": w.base, "heartbeat": w.heartbeat}
 
 
 class SlurmAllocations:
