@@ -24,7 +24,7 @@ from .controller import Controller, RoundReport, handback
 from .controller_config import ConfigError, ControllerConfig, load_config
 from .slurm.backends import select_backend
 from .slurm.client import SlurmError
-from .slurm.job_submit import heartbeat_age
+from .slurm.job_submit import heartbeat_age, heartbeat_fresh
 from .store import Store
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="controller.toml")]
@@ -83,6 +83,9 @@ def register(app: typer.Typer) -> None:
 
         SIGTERM/SIGINT finish the current round, hand back held jobs if configured, exit 0.
         """
+        stop = threading.Event()  # handlers first: a SIGTERM during start-up still exits 0
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(asctime)s %(levelname)s %(message)s")
         with _errors():
@@ -94,9 +97,6 @@ def register(app: typer.Typer) -> None:
                       f"{'; DRY RUN' if cfg.dry_run else ''}", highlight=False)
             ctl = Controller(cfg, comp, client, Store(cfg.store))
             receiver = _telemetry(cfg, ctl)
-            stop = threading.Event()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: stop.set())
 
             def show(r: RoundReport) -> None:
                 if verbose:
@@ -201,8 +201,11 @@ def register(app: typer.Typer) -> None:
         with _errors():
             cfg, _ = load_config(config)
             if if_stale:
-                age = heartbeat_age(cfg.heartbeat, time.time())
-                if age is not None and age <= cfg.lease_seconds:
+                # The plugin's rule, in whole seconds as it reads the clock: the watchdog must
+                # not call the controller dead while the plugin still holds new jobs.
+                now = int(time.time())
+                age = heartbeat_age(cfg.heartbeat, now)
+                if heartbeat_fresh(cfg.heartbeat, cfg.lease_seconds, now) and age is not None:
                     _print({"released": [], "heartbeat_age": age}, as_json,
                            f"controller alive (heartbeat {age:.0f} s old): nothing to do")
                     return
