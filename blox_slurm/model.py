@@ -149,7 +149,8 @@ class ClusterSnapshot:
     jobs: tuple[Job, ...]  # every job the policies may act on: pending and running
     telemetry: tuple[GpuSample, ...] = ()
     throughput: object | None = None  # a ThroughputModel; see blox_slurm.throughput
-    # Decayed historical GPU-seconds per user/account, maintained by the world for fair share.
+    # Decayed historical GPU-seconds of finished runs (completed or preempted), maintained by
+    # the world for fair share, keyed by :func:`usage_key` (``"user:alice"``, ``"account:ml"``).
     usage: Mapping[str, float] = field(default_factory=dict)
     # Optional index a world may keep incrementally: free GPU ids of every UP node, in node
     # order. Must agree with ``jobs``; without it the round derives it from the allocations.
@@ -161,6 +162,12 @@ class ClusterSnapshot:
 
     def node_of(self, gpu: GpuId) -> str:
         return self.gpus[gpu].node
+
+
+def usage_key(kind: str, name: str) -> str:
+    """Key of ``ClusterSnapshot.usage`` for a user or account (``kind`` is "user"/"account"):
+    one mapping holds both, so a user and an account of the same name do not collide."""
+    return f"{kind}:{name}"
 
 
 def build_cluster(groups: list[tuple[str, int, int]], prefix: str = "node") -> tuple[

@@ -19,6 +19,8 @@ class SimConfig(BaseModel):
     ends at the end of the round in which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
     finished (Blox's methodology: later arrivals only provide load).
+    ``usage_half_life``: seconds after which a finished run's GPU-seconds count half in the
+    per-user/account usage the simulator hands to fair-share policies (default 7 days).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -27,6 +29,7 @@ class SimConfig(BaseModel):
     restart_cost: float = Field(default=30.0, ge=0)
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True
+    usage_half_life: float = Field(default=7 * 86400.0, gt=0)
 
 
 class ClusterSpec(BaseModel):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .. import transitions
 from ..composition import Composition
-from ..model import ClusterSnapshot, Gpu, Job, JobState, Node, NodeState
+from ..model import ClusterSnapshot, Gpu, Job, JobState, Node, NodeState, usage_key
 from ..round import decide
 from ..throughput import DEFAULT_THROUGHPUT, ThroughputModel
 from ..workloads.schema import Workload
@@ -38,6 +38,41 @@ class SimulationError(RuntimeError):
 
 def _ceil_to(t: float, step: float) -> float:
     return math.ceil(t / step - 1e-9) * step
+
+
+class DecayedUsage:
+    """Decayed GPU-seconds per ``usage_key``, kept incrementally: O(parties) per round.
+
+    Values are stored as of ``self.t``. A run's GPU-seconds added at ``at`` (a completion
+    between rounds) are pre-scaled by 2^((at - t) / half_life), so the next :meth:`at` decays
+    every entry with one multiplication and no per-job pass.
+    """
+
+    _MAX_PRESCALE = 64.0  # half-lives; beyond this, decay first so 2^x stays far from overflow
+
+    def __init__(self, half_life: float, t: float = 0.0) -> None:
+        self.half_life = half_life
+        self.t = t
+        self.values: dict[str, float] = {}
+
+    def add(self, job: Job, at: float) -> None:
+        """Count ``job``'s current run, ended at ``at``, for its user and account."""
+        if job.run_since is None:
+            return
+        gpu_seconds = len(job.gpus) * (at - job.run_since)
+        if (at - self.t) / self.half_life > self._MAX_PRESCALE:
+            self.at(at)
+        scaled = gpu_seconds * 2.0 ** ((at - self.t) / self.half_life)
+        for key in (usage_key("user", job.user), usage_key("account", job.account)):
+            self.values[key] = self.values.get(key, 0.0) + scaled
+
+    def at(self, t: float) -> dict[str, float]:
+        """The decayed values at ``t`` (a copy: snapshots are immutable)."""
+        if t != self.t and self.values:
+            f = 0.5 ** ((t - self.t) / self.half_life)
+            self.values = {k: v * f for k, v in self.values.items()}
+        self.t = t
+        return dict(self.values)
 
 
 class Simulator:
@@ -100,6 +135,7 @@ class Simulator:
         rounds = decisions = 0
         i = 0
         t = _ceil_to(specs[0].submit_time, rd) if specs else 0.0
+        usage = DecayedUsage(cfg.usage_half_life, t)
         dirty = True
 
         def note_busy(at: float) -> None:
@@ -117,6 +153,7 @@ class Simulator:
                     continue  # superseded by a preemption
                 del finish_at[jid]
                 job = active.pop(jid)
+                usage.add(job, ft)
                 release(job.gpus)
                 busy -= len(job.gpus)
                 note_busy(ft)
@@ -145,7 +182,7 @@ class Simulator:
             if dirty or (time_dependent and pending):
                 rounds += 1
                 snap = ClusterSnapshot(t, self.nodes, self.gpus, tuple(active.values()),
-                                       throughput=model, free=free)
+                                       throughput=model, usage=usage.at(t), free=free)
                 d = decide(snap, comp)
                 decisions += 1
                 if not d.empty:
@@ -156,6 +193,7 @@ class Simulator:
                         active[jid] = transitions.mark(active[jid], ((key, value),))
                     for jid in d.preempt:
                         job = self._check(active, jid, JobState.RUNNING, t)
+                        usage.add(job, t)
                         release(job.gpus)
                         busy -= len(job.gpus)
                         pending += 1
