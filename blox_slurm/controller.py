@@ -127,7 +127,8 @@ class Controller:
     def snapshot(self, managed: Mapping[int, SlurmJob], nodes: list[SlurmNode],
                  now: float) -> ClusterSnapshot:
         snap = build_snapshot(managed.values(), nodes, self.cfg.partitions, now=now,
-                              extras=self.store.extras(now))
+                              extras=self.store.extras(now),
+                              usage=self.store.usage(now, self.cfg.usage_half_life))
         return replace(snap, free=_free_index(snap, nodes), telemetry=self._samples(snap, now))
 
     def _samples(self, snap: ClusterSnapshot, now: float) -> tuple[GpuSample, ...]:

@@ -49,6 +49,8 @@ class ControllerConfig(BaseModel):
     # (telemetry_guard's idle_window defaults to 1800 s).
     telemetry_window: float = Field(default=1800.0, gt=0, allow_inf_nan=False)
     telemetry_retention: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
+    # Half-life of the per-user usage fair-share policies see (the store's ended runs).
+    usage_half_life: float = Field(default=7 * 86400.0, gt=0, allow_inf_nan=False)
 
     @field_validator("partitions")
     @classmethod

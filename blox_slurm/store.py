@@ -27,7 +27,7 @@ from typing import Any
 
 import sqlite_utils
 
-from .model import Decisions, GpuSample
+from .model import Decisions, GpuSample, usage_key
 from .slurm.snapshot import JobExtras
 
 SCHEMA_VERSION = 1
@@ -230,6 +230,20 @@ class Store:
                 last_event=r["last_event"], marks=tuple(sorted(
                     json.loads(r["marks"] or "{}").items())))
         return out
+
+    def usage(self, now: float, half_life: float) -> dict[str, float]:
+        """Decayed GPU-seconds of ended runs per user (``usage_key("user", ...)``), for fair
+        share. The store keeps one folded total per job, not each run's end, so a job's
+        ended runs all decay from its latest known end: ``finished_at`` for done jobs,
+        ``last_event`` (requeue or restart time) otherwise. Accounts are not recorded."""
+        used: dict[str, float] = {}
+        for r in self.db.query("SELECT user, attained_base, state, finished_at, last_event "
+                               "FROM jobs WHERE attained_base > 0"):
+            ended = r["finished_at"] if r["state"] == "done" else r["last_event"]
+            age = max(0.0, now - (ended if ended is not None else now))
+            key = usage_key("user", r["user"])
+            used[key] = used.get(key, 0.0) + r["attained_base"] * 0.5 ** (age / half_life)
+        return used
 
     def job(self, job_id: int) -> dict[str, Any] | None:
         rows = list(self.db.table("jobs").rows_where("job_id = ?", [job_id]))

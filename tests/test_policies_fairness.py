@@ -89,14 +89,11 @@ def test_fairness_knob_limits_the_bidders_to_the_worst_rho_jobs(knob, expected) 
 
 def test_fairness_knob_eligible_count_is_exact_for_float_products() -> None:
     # (1 - 0.8) * 10 is 2.0000000000000004 in floats; two jobs are eligible, not three.
-    jobs = [pending(i, submit=0.0, duration=100.0 * (11 - i)) for i in range(1, 11)]
+    # ρ = (1000 + d) / d: job 10 (8 GPUs, 100 s) 11, job 9 (200 s) 6, job 8 (300 s) 4.33, ...
+    jobs = [pending(10, gpus=8, submit=0.0, duration=100.0),
+            *(pending(i, submit=0.0, duration=100.0 * (11 - i)) for i in range(1, 10))]
     s = snapshot(cluster(8), jobs, now=1000.0)
-    # ρ grows with i (shorter jobs); eligible: 10, 9 (shortest first, already); rest by ρ.
-    assert ids(themis(0.8).order(s, s.jobs)) == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
-    # With 3 eligible the bid would move nothing either, so check via a larger job:
-    big = [pending(10, gpus=8, submit=0.0, duration=100.0), *jobs[:9]]
-    s = snapshot(cluster(8), big, now=1000.0)
-    # Eligible {10 (800 GPU-s), 9 (200)}: 9 first; 8 (300) stays behind 10 as it is not eligible.
+    # Eligible {10 (800 GPU-s), 9 (200)}: 9 first. With three, 8 (300 GPU-s) would pass 10.
     assert ids(themis(0.8).order(s, s.jobs))[:3] == [9, 10, 8]
 
 
@@ -228,3 +225,19 @@ def test_decayed_usage_prescaled_additions_equal_direct_decay() -> None:
     assert got["user:a"] == pytest.approx(10.0 * 0.5 ** 100.5 + 1000.0 * 0.5)
     assert got["account:x"] == pytest.approx(10.0 * 0.5 ** 100.5)
     assert got["account:y"] == pytest.approx(500.0)
+
+
+def test_controller_store_usage_decays_ended_runs_per_user(tmp_path) -> None:
+    from blox_slurm.store import Observed, Store
+
+    store = Store(tmp_path / "blox.db")
+
+    def seen(jid: int, user: str, run_start: float | None) -> Observed:
+        return Observed(jid, user, "gpu", 2, 0.0, run_start is not None, run_start, False, {})
+
+    store.observe(100.0, [seen(1, "alice", 100.0), seen(2, "bob", 100.0)], {1: 2, 2: 2})
+    store.observe(600.0, [seen(1, "alice", 100.0), seen(2, "bob", 100.0)], {1: 2, 2: 2})
+    store.observe(700.0, [seen(2, "bob", 100.0)], {2: 2})  # alice's job left: done at 600
+    # alice: 2 GPUs x 500 s ended at 600; bob's run is still going (fair share adds it).
+    assert store.usage(600.0, half_life=3600.0) == pytest.approx({"user:alice": 1000.0})
+    assert store.usage(4200.0, half_life=3600.0) == pytest.approx({"user:alice": 500.0})
