@@ -15,7 +15,7 @@ usage), which is what lets the same object run in the simulator and against Slur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -77,6 +77,18 @@ class FreeGpus:
             if free is not None:
                 self.by_node[node] = tuple(sorted((*free, g)))
                 self.count += 1
+
+
+def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, ...] | None:
+    """The first ``count`` GPUs taken from ``groups`` (per-node free lists) in the order
+    given, spanning nodes; ``None`` when they hold fewer."""
+    out: list[GpuId] = []
+    for gpus in groups:
+        if gpus:
+            out.extend(gpus[: count - len(out)])
+            if len(out) == count:
+                return tuple(out)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

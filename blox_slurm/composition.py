@@ -19,7 +19,6 @@ The same file drives the simulator and the controller; other top-level tables (e
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from .abstractions import (
     PreemptionPolicy,
     SchedulingPolicy,
 )
+from .tomlfile import read_toml
 
 DEFAULTS: dict[str, str] = {
     "admission": "accept_all",
@@ -124,14 +124,7 @@ def read(source: str | Path) -> tuple[Path, dict[str, Any]]:
             raise CompositionError(f"no composition file or bundled composition {str(source)!r};"
                                    f" bundled: {names}")
         path = bundled
-    try:
-        return path, tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise CompositionError(f"composition file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not UTF-8
-        raise CompositionError(f"{path}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CompositionError(f"{path}: not valid TOML: {exc}") from None
+    return path, read_toml(path, CompositionError, "composition file")
 
 
 def load(source: str | Path) -> Composition:

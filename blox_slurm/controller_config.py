@@ -12,13 +12,13 @@ Validated strictly (unknown keys are errors), so a typo never silently changes b
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .composition import Composition, CompositionError, build, load
+from .tomlfile import read_toml
 
 
 class ControllerConfig(BaseModel):
@@ -67,14 +67,7 @@ class ConfigError(ValueError):
 
 def load_config(path: str | Path) -> tuple[ControllerConfig, Composition]:
     p = Path(path)
-    try:
-        data: dict[str, Any] = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"controller config not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as exc:  # a directory, unreadable, not UTF-8
-        raise ConfigError(f"{p}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    data = read_toml(p, ConfigError, "controller config")
     try:
         cfg = ControllerConfig.model_validate(data.get("controller", {}))
     except ValidationError as exc:

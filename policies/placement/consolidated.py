@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import FreeGpus
+from blox_slurm.abstractions import FreeGpus, first_gpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
@@ -45,9 +45,4 @@ class Consolidated:
                       default=0)
         if count <= largest and not self.spread_if_needed:
             return None
-        out: list[GpuId] = []
-        for gpus in sorted(free.by_node.values(), key=len, reverse=True):
-            out.extend(gpus[: count - len(out)])
-            if len(out) == count:
-                return tuple(out)
-        return None
+        return first_gpus(sorted(free.by_node.values(), key=len, reverse=True), count)

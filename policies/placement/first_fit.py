@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from blox_slurm.abstractions import FreeGpus
+from blox_slurm.abstractions import FreeGpus, first_gpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
@@ -21,10 +21,4 @@ class FirstFit:
         free = allowed(snapshot, job, free)
         if count > free.count:
             return None
-        out: list[GpuId] = []
-        for gpus in free.by_node.values():
-            if gpus:
-                out.extend(gpus[: count - len(out)])
-                if len(out) == count:
-                    return tuple(out)
-        return None
+        return first_gpus(free.by_node.values(), count)
