@@ -208,11 +208,11 @@ class Tracker:
                 continue
             p = self.world.progress(jid, job.user)
             if p is not None:
-                first = p["history"][-1][0]  # type: ignore[index]
-                began = float(p["time"]) - (int(p["iteration"]) - first) / self.ips  # type: ignore[arg-type]
-                self.run_start[jid].setdefault(int(p["runs"]), began)  # type: ignore[call-overload]
+                first = p["history"][-1][0]
+                began = float(p["time"]) - (int(p["iteration"]) - first) / self.ips
+                self.run_start[jid].setdefault(int(p["runs"]), began)
                 if p["state"] == "done":
-                    self.finished[jid] = float(p["time"])  # type: ignore[arg-type]
+                    self.finished[jid] = float(p["time"])
                     self.state[jid] = "DONE"
                     continue
             if jid in seen:
@@ -225,7 +225,8 @@ class Tracker:
 
     def latencies(self) -> tuple[list[float], list[float]]:
         """(first starts, restarts): seconds from the controller's release to progress."""
-        first, again = [], []
+        first: list[float] = []
+        again: list[float] = []
         for jid, runs in self.run_start.items():
             for k, began in runs.items():
                 rel = self.released.get(jid, [])

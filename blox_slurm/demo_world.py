@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .emulator.cluster import Daemon, Emulator
 from .emulator.fake_train import read_progress
@@ -148,7 +149,7 @@ class ManagedWorld:
                                f"--chdir={self.work}", "--output=/dev/null",
                                "--wrap", f"sleep {seconds}"]) for _ in range(count)]
 
-    def progress(self, job_id: int, user: str) -> dict[str, object] | None:
+    def progress(self, job_id: int, user: str) -> dict[str, Any] | None:
         return read_progress(self.work / user / ".blox-fake" / f"{job_id}.progress.json")
 
 

@@ -18,6 +18,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # throughput.py imports this module
+    from .throughput import ThroughputModel
 
 GpuId = int
 """A GPU's cluster-wide index: position in :attr:`ClusterSnapshot.gpus`."""
@@ -148,7 +152,7 @@ class ClusterSnapshot:
     gpus: tuple[Gpu, ...]
     jobs: tuple[Job, ...]  # every job the policies may act on: pending and running
     telemetry: tuple[GpuSample, ...] = ()
-    throughput: object | None = None  # a ThroughputModel; see blox_slurm.throughput
+    throughput: ThroughputModel | None = None  # how fast jobs run: the world's own model
     # Decayed historical GPU-seconds of finished runs (completed or preempted), maintained by
     # the world for fair share, keyed by :func:`usage_key` (``"user:alice"``, ``"account:ml"``).
     usage: Mapping[str, float] = field(default_factory=dict)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
+from ..throughput import ThroughputModel
 from .client import SlurmJob, SlurmNode
 
 
@@ -78,7 +79,7 @@ def build_snapshot(
     *,
     now: float | None = None,
     extras: Mapping[int, JobExtras] | None = None,
-    throughput: object | None = None,
+    throughput: ThroughputModel | None = None,
     usage: Mapping[str, float] | None = None,
     telemetry: tuple[GpuSample, ...] = (),
 ) -> ClusterSnapshot:

@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict
 from blox_slurm.abstractions import Schedule
 from blox_slurm.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.registry import register
-from blox_slurm.throughput import DEFAULT_THROUGHPUT
+from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 
 Objective = Literal["max_min_fairness", "min_makespan", "max_sum_throughput"]
 SEEN = "gavel.seen"
@@ -181,7 +181,7 @@ class Gavel:
     def allocation(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]
                    ) -> tuple[list[str], list[Job], np.ndarray, np.ndarray]:
         """(types, jobs in the LP, X over them, capacity per type)."""
-        model = snapshot.throughput or DEFAULT_THROUGHPUT
+        model: ThroughputModel = snapshot.throughput or DEFAULT_THROUGHPUT
         sizes: dict[str, list[int]] = {}
         for n in snapshot.nodes:
             if n.state is NodeState.UP:

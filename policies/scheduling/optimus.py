@@ -42,7 +42,7 @@ class Optimus:
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         now = snapshot.now
-        model: ThroughputModel = snapshot.throughput or DEFAULT_THROUGHPUT  # type: ignore[assignment]
+        model: ThroughputModel = snapshot.throughput or DEFAULT_THROUGHPUT
         up = [n for n in snapshot.nodes if n.state is NodeState.UP]
         per_node = max((len(n.gpu_ids) for n in up), default=1) or 1
         gpu_type = up[0].gpu_type if up else "gpu"
