@@ -41,8 +41,9 @@ class PolicySpec:
 
     @property
     def summary(self) -> str:
+        """The docstring's first paragraph, on one line."""
         doc = (self.factory.__doc__ or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        return " ".join(doc.split("\n\n")[0].split())
 
     def build(self, params: dict[str, Any]) -> Any:
         return self.factory(self.params.model_validate(params))

@@ -266,7 +266,8 @@ def register(app: typer.Typer) -> None:
             for col in ("kind", "name", "parameters", "what it does"):
                 t.add_column(col)
             for s in specs:
-                params = ", ".join(f"{k}={v.default!r}" for k, v in s.params.model_fields.items())
+                params = ", ".join(f"{k}={v.get_default(call_default_factory=True)!r}"
+                                   for k, v in s.params.model_fields.items())
                 t.add_row(s.kind, s.name, params, s.summary)
             _console().print(t)
             _console().print("bundled compositions: " + ", ".join(bundled_names()))
