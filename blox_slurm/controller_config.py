@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import registry
 from .composition import Composition, CompositionError, build, load
 from .tomlfile import read_toml
 
@@ -43,6 +44,7 @@ class ControllerConfig(BaseModel):
     slurm_conf: str | None = None
     backend: Literal["auto", "cli", "pyslurm"] = "auto"
     composition: str | None = None
+    policy_paths: list[str] = Field(default_factory=list)  # files registering extra policies
     telemetry_listen: str | None = None  # "127.0.0.1:9300": agents' endpoint + /metrics
     telemetry_token_file: str | None = None
     # Samples handed to policies each round: at least the longest window a policy looks at
@@ -77,6 +79,8 @@ def load_config(path: str | Path) -> tuple[ControllerConfig, Composition]:
             lines.append(f"  {loc}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
     try:
+        for policy_file in cfg.policy_paths:
+            registry.load_policy_file(policy_file)
         if "scheduling" in data:
             if cfg.composition:
                 raise CompositionError("give either composition = ... or a [scheduling] "
@@ -87,6 +91,6 @@ def load_config(path: str | Path) -> tuple[ControllerConfig, Composition]:
         else:
             raise CompositionError("no composition: set composition = \"<name or path>\" in "
                                    "[controller] or add a [scheduling] section")
-    except CompositionError as exc:
+    except (CompositionError, registry.PolicyError) as exc:
         raise ConfigError(f"{p}: {exc}") from None
     return cfg, comp
