@@ -8,20 +8,35 @@ is how idempotence (``decide(apply(s, decide(s))) `` starts and stops nothing) i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import fields, replace
+from operator import attrgetter
+from typing import Any
 
 from .model import ClusterSnapshot, Decisions, GpuId, Job, JobState
 
+_FIELDS = [f.name for f in fields(Job)]
+_INDEX = {name: i for i, name in enumerate(_FIELDS)}
+_ALL = attrgetter(*_FIELDS)
+
+
+def _evolve(job: Job, **changes: Any) -> Job:
+    """``dataclasses.replace`` in half the time: the simulator rebuilds a job record on every
+    state change, tens of thousands of times per run."""
+    values = list(_ALL(job))
+    for name, value in changes.items():
+        values[_INDEX[name]] = value
+    return Job(*values)
+
 
 def admit(job: Job) -> Job:
-    return replace(job, admitted=True)
+    return _evolve(job, admitted=True)
 
 
 def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
           restart_cost: float = 0.0) -> Job:
     """Running on ``gpus`` from ``t``; progress begins after ``restart_cost`` if it was
     preempted before (restoring a checkpoint)."""
-    return replace(
+    return _evolve(
         job, state=JobState.RUNNING, gpus=gpus, run_since=t,
         work_since=t + (restart_cost if job.preemptions else 0.0), rate=rate, last_event=t,
         first_start=t if job.first_start is None else job.first_start)
@@ -29,7 +44,7 @@ def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
 
 def preempt(job: Job, t: float) -> Job:
     """Back to pending at ``t``, service and work so far folded into the bases."""
-    return replace(
+    return _evolve(
         job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t),
         work_base=job.work_done(t), run_since=None, work_since=None, rate=1.0,
         preemptions=job.preemptions + 1, last_event=t)
@@ -39,7 +54,7 @@ def mark(job: Job, updates: Iterable[tuple[str, float]]) -> Job:
     """Set policy marks (see ``Job.marks``), keeping the tuple sorted by key."""
     marks = dict(job.marks)
     marks.update(updates)
-    return replace(job, marks=tuple(sorted(marks.items())))
+    return _evolve(job, marks=tuple(sorted(marks.items())))
 
 
 def apply(snapshot: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
