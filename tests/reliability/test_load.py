@@ -195,6 +195,10 @@ def test_thousand_queued_jobs_and_an_agent_per_node(clean_queue: ManagedWorld) -
               f"{spread(calls, 'g')}, first round {reports[0].slurm_calls} calls for "
               f"{len(reports[0].decisions.start) if reports[0].decisions else 0} starts; "
               f"round s min/median/max {spread(secs, '.2f')}")
+        print("calls per round: " + " ".join(
+            f"{r.slurm_calls}" + (f"(+{len(r.plan.released)} started,"
+                                  f" {len(r.plan.release)} node sets)"
+                                  if r.plan and not r.plan.empty else "") for r in reports))
     finally:
         stop_hb.set()
         stop_ctl.set()
