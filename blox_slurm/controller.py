@@ -97,8 +97,11 @@ class Controller:
         calls0 = self.client.calls
         rid = self.store.begin_round(started, self.cfg.dry_run, self.comp.name)
         try:
-            jobs = self.client.list_jobs(self.cfg.partitions)
+            # Nodes first: a job Slurm starts between the two reads is then seen RUNNING with
+            # its GPUs; read the other way round it looks pending while its GPUs look taken,
+            # and the plan would hold a job that has just started.
             nodes = self.client.list_nodes()
+            jobs = self.client.list_jobs(self.cfg.partitions)
         except SlurmError as exc:
             return self._failed(rid, started, calls0, f"observe: {exc}")
         now = self.clock()

@@ -317,13 +317,13 @@ class CancelAfterObserve(CliBackend):
         super().__init__(conf, timeout=10.0)
         self.victim = victim
 
-    def list_nodes(self) -> list[Any]:
-        nodes = super().list_nodes()
+    def list_jobs(self, *args: Any, **kwargs: Any) -> list[Any]:
+        jobs = super().list_jobs(*args, **kwargs)  # the round's last read
         if self.victim is not None:
             victim, self.victim = self.victim, None
             self.cancel([victim])
             fault("job cancelled between observe and apply")
-        return nodes
+        return jobs
 
 
 def test_a_job_vanishing_mid_round_is_isolated_and_the_next_round_is_clean(
