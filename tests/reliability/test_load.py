@@ -160,6 +160,10 @@ def test_thousand_queued_jobs_and_an_agent_per_node(clean_queue: ManagedWorld) -
             if r.plan.empty:
                 assert r.slurm_calls == 2, (r.round_id, r.slurm_calls)
             assert r.seconds < MAX_ROUND_S, (r.round_id, r.seconds)
+        started: set[int] = set()
+        for r in reports:  # a job released for its GPUs is never held back on the way up
+            assert r.plan is not None and not started & set(r.plan.hold), (r.round_id, r.plan)
+            started |= set(r.plan.released)
         steady = [r for r in reports if r.plan is not None and r.plan.empty]
         assert len(steady) >= ROUNDS - 3, "FIFO should settle after its first rounds"
         assert reports[-1].running == 16 and reports[-1].pending == JOBS - 16
