@@ -33,6 +33,7 @@ from .abstractions import (
     PreemptionPolicy,
     SchedulingPolicy,
 )
+from .model import ClusterSnapshot
 from .tomlfile import read_toml
 
 DEFAULTS: dict[str, str] = {
@@ -65,6 +66,11 @@ class Composition:
     def time_dependent(self) -> bool:
         return bool(getattr(self.scheduling, "time_dependent", True))
 
+    def for_round(self, snapshot: ClusterSnapshot) -> Composition:
+        """The composition that decides this round: itself, except for a meta-policy (the
+        synthesizer) that delegates to one of its candidates."""
+        return self
+
 
 def _format_validation(section: str, policy: str, exc: ValidationError, valid: list[str]) -> str:
     lines = [f"[{section}] policy {policy!r}: invalid parameters"]
@@ -77,10 +83,19 @@ def _format_validation(section: str, policy: str, exc: ValidationError, valid: l
     return "\n".join(lines)
 
 
-def build(config: dict[str, Any], name: str | None = None) -> Composition:
-    """Build a composition from a parsed config mapping (a TOML document's tables)."""
+def build(config: dict[str, Any], name: str | None = None,
+          base: Path | None = None) -> Composition:
+    """Build a composition from a parsed config mapping (a TOML document's tables).
+
+    A ``[synthesizer]`` table makes it the policy synthesizer over candidate compositions
+    (:mod:`blox_slurm.synthesizer`); ``base`` resolves candidate paths relative to the file.
+    """
     if not isinstance(config, dict):
         raise CompositionError("a composition must be a table of sections")
+    if "synthesizer" in config:
+        from .synthesizer import build_synthesizer  # it runs the simulator, which imports us
+
+        return build_synthesizer(config, name, base)
     unknown = set(config) - set(registry.KINDS) - OTHER_TABLES
     if unknown:
         raise CompositionError(
@@ -130,7 +145,7 @@ def read(source: str | Path) -> tuple[Path, dict[str, Any]]:
 def load(source: str | Path) -> Composition:
     """A composition from a TOML path, or the name of a bundled one (``blox-slurm policies``)."""
     path, data = read(source)
-    return build(data, name=data.get("name") or path.stem)
+    return build(data, name=data.get("name") or path.stem, base=path.parent)
 
 
 def bundled_names() -> list[str]:

@@ -218,6 +218,7 @@ class Decisions:
     flag: tuple[tuple[int, str], ...] = ()  # jobs a policy reports without acting (dry-run)
     marks: tuple[tuple[int, str, float], ...] = ()  # (job, key, value) for the world to keep
     reasons: Mapping[int, str] = field(default_factory=dict)
+    composition: str = ""  # the composition that decided (a synthesizer's current candidate)
 
     @property
     def empty(self) -> bool:

@@ -40,6 +40,7 @@ def _typed(job: Job, gpu_type: str) -> Job:
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) -> Decisions:
+    comp = comp.for_round(snapshot)
     view = comp.cluster.manage(snapshot)
     forced: dict[int, Job] = {}
     if view.preempt:
@@ -162,4 +163,5 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         flag=view.flag,
         marks=schedule.marks,
         reasons=reasons,
+        composition=comp.name,
     )

@@ -83,8 +83,14 @@ class Simulator:
         cluster: tuple[tuple[Node, ...], tuple[Gpu, ...]],
         config: SimConfig | None = None,
         throughput: ThroughputModel | None = None,
+        start: ClusterSnapshot | None = None,
     ) -> None:
+        """``start``: continue from this state instead of an empty cluster at the first
+        arrival -- its jobs are active at ``start.now`` (running ones keep their GPUs, rates
+        and progress; every job needs a ``duration``) and its usage seeds fair share. This is
+        how a policy forks the world it sees into the simulator (the policy synthesizer)."""
         self.workload = workload
+        self.start = start
         self.comp = composition
         self.nodes, self.gpus = cluster
         self.cfg = config or SimConfig()
@@ -93,6 +99,18 @@ class Simulator:
         if too_big:
             raise SimulationError(f"jobs {too_big[:5]} ask for more GPUs than the cluster has "
                                   f"({len(self.gpus)})")
+        if start is not None:
+            unknown = [j.id for j in start.jobs if j.duration is None]
+            if unknown:
+                raise SimulationError(f"jobs {unknown[:5]} of the start state have no duration "
+                                      "to simulate")
+
+    def _finish_time(self, job: Job, t: float) -> float:
+        """When running ``job`` (started or seen at ``t``) completes at its current rate."""
+        ft = (job.work_since or t) + ((job.duration or 0.0) - job.work_base) / job.rate
+        if self.cfg.quantize_to_rounds:
+            ft = _ceil_to(ft, self.cfg.round_duration)
+        return ft
 
     def run(self, progress: ProgressFn | None = None) -> RunResult:
         started_wall = _time.perf_counter()
@@ -122,6 +140,18 @@ class Simulator:
                 if node in free:
                     free[node] = tuple(sorted((*free[node],
                                                *(g for g in gpus if gpu_node[g] == node))))
+
+        def take(job_id: int, gpus: tuple[int, ...]) -> None:
+            for g in gpus:
+                if owner[g] is not None:
+                    raise SimulationError(f"t={t}: GPU {g} given to job {job_id} but job "
+                                          f"{owner[g]} holds it")
+                owner[g] = job_id
+            taken = set(gpus)
+            for node in {gpu_node[g] for g in gpus}:
+                if node in free:
+                    free[node] = tuple(g for g in free[node] if g not in taken)
+
         time_dependent = comp.time_dependent
 
         active: dict[int, Job] = {}
@@ -144,10 +174,25 @@ class Simulator:
             else:
                 util.append((at, busy))
 
+        if self.start is not None:
+            t = self.start.now
+            usage = DecayedUsage(cfg.usage_half_life, t)
+            usage.values = dict(self.start.usage)
+            for job in self.start.jobs:
+                active[job.id] = job
+                if not job.gpus:
+                    pending += 1
+                    continue
+                take(job.id, job.gpus)
+                busy += len(job.gpus)
+                finish_at[job.id] = ft = self._finish_time(job, t)
+                heapq.heappush(heap, (ft, job.id))
+            note_busy(t)
+
         while True:
-            if cfg.max_time is not None and t > cfg.max_time:
-                break
-            while heap and heap[0][0] <= t:
+            # At the cut, completions up to max_time still count (a fork's horizon is exact).
+            cut = cfg.max_time is not None and t > cfg.max_time
+            while heap and heap[0][0] <= (cfg.max_time if cut else t):
                 ft, jid = heapq.heappop(heap)
                 if finish_at.get(jid) != ft:
                     continue  # superseded by a preemption
@@ -164,6 +209,8 @@ class Simulator:
                 if measured is None or jid in measured:
                     done_goal += 1
                 dirty = True
+            if cut:
+                break
             while i < n_specs and specs[i].submit_time <= t:
                 s = specs[i]
                 active[s.id] = Job(
@@ -201,16 +248,7 @@ class Simulator:
                         active[jid] = transitions.preempt(job, t)
                     for st in d.start:
                         job = self._check(active, st.job_id, JobState.PENDING, t)
-                        for g in st.gpus:
-                            if owner[g] is not None:
-                                raise SimulationError(
-                                    f"t={t}: GPU {g} given to job {st.job_id} but job "
-                                    f"{owner[g]} holds it")
-                            owner[g] = st.job_id
-                        taken = set(st.gpus)
-                        for node in {gpu_node[g] for g in st.gpus}:
-                            if node in free:
-                                free[node] = tuple(g for g in free[node] if g not in taken)
+                        take(st.job_id, st.gpus)
                         n = len(st.gpus)
                         types = {gpu_type[g] for g in st.gpus}
                         spans = len({gpu_node[g] for g in st.gpus})
@@ -222,10 +260,7 @@ class Simulator:
                         pending -= 1
                         active[job.id] = job = transitions.start(job, st.gpus, t, rate,
                                                                  cfg.restart_cost)
-                        ft = (job.work_since or t) + ((job.duration or 0.0) - job.work_base) / rate
-                        if cfg.quantize_to_rounds:
-                            ft = _ceil_to(ft, rd)
-                        finish_at[job.id] = ft
+                        finish_at[job.id] = ft = self._finish_time(job, t)
                         heapq.heappush(heap, (ft, job.id))
                     note_busy(t)
                 # A round that changed something is followed by one more: decide() is not
