@@ -81,6 +81,21 @@ def test_a_load_sweep_keeps_the_jobs_and_scales_the_gaps() -> None:
         assert t.submit_time == pytest.approx(s.submit_time * 6 / 7)
 
 
+def test_bursts_keep_the_jobs_and_the_mean_rate_and_crowd_the_burst_hours() -> None:
+    steady = generate(n_jobs=N, jobs_per_hour=6, measure=None, seed=2)
+    bursty = generate(n_jobs=N, jobs_per_hour=6, measure=None, seed=2,
+                      bursts={"every_hours": 24, "hours": 4, "factor": 4})
+    assert [(j.duration, j.num_gpus) for j in bursty.jobs] == \
+        [(j.duration, j.num_gpus) for j in steady.jobs]
+    times = [j.submit_time for j in bursty.jobs]
+    assert times == sorted(times) and bursty.meta["arrivals"] == "bursty"
+    # Same mean rate: the last arrival lands where the steady stream's does, within a period.
+    assert abs(times[-1] - steady.jobs[-1].submit_time) <= 24 * 3600
+    in_burst = sum(1 for t in times if t % 86400 < 4 * 3600) / N
+    # 4 h at 4x of 24 mean-rate hours: 16/24 of the jobs arrive in the burst (vs 4/24 steady).
+    assert in_burst == pytest.approx(16 / 24, abs=0.02)
+
+
 @pytest.mark.parametrize(
     ("params", "problem"),
     [
@@ -93,6 +108,9 @@ def test_a_load_sweep_keeps_the_jobs_and_scales_the_gaps() -> None:
         ({"models": {"A": 0}}, "models weights must not all be 0"),
         ({"durations": {"short_log10_minutes": (3, 1)}}, "low <= high"),
         ({"lambda": 6}, "lambda: Extra inputs are not permitted"),
+        ({"bursts": {"every_hours": 10, "hours": 3, "factor": 4}},
+         "hours x factor (12) must be below every_hours (10)"),
+        ({"bursts": {"factor": 0.5}}, "bursts.factor: Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_parameters_are_clear_errors(params: dict[str, object], problem: str) -> None:

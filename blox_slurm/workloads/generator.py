@@ -65,6 +65,39 @@ class DurationMix(BaseModel):
 BLOX_DURATIONS = DurationMix.model_validate({})
 
 
+class Bursts(BaseModel):
+    """Bursty arrivals: for the first ``hours`` of every ``every_hours``, jobs arrive ``factor``
+    times faster than average, and slower the rest of the period, so the mean stays λ.
+
+    The arrival stream is the same unit-rate Poisson process as without bursts, run through
+    the inverse of the cumulative intensity: the jobs keep their order and attributes, only
+    their submit times move (a fair steady-vs-bursty comparison).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    every_hours: float = Field(24.0, gt=0, allow_inf_nan=False)
+    hours: float = Field(4.0, gt=0, allow_inf_nan=False)
+    factor: float = Field(4.0, ge=1, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _rest_rate_positive(self) -> Bursts:
+        if not self.hours * self.factor < self.every_hours:
+            raise ValueError(f"hours x factor ({self.hours * self.factor:g}) must be below "
+                             f"every_hours ({self.every_hours:g}): the rest of the period needs "
+                             "a positive arrival rate")
+        return self
+
+    def warp(self, t: float) -> float:
+        """Real time of mean-rate time ``t`` (seconds)."""
+        period, burst = self.every_hours * 3600.0, self.hours * 3600.0
+        k, r = divmod(t, period)
+        fast = burst * self.factor  # mean-rate seconds the burst covers
+        slow = (period - fast) / (period - burst)  # the rest's rate relative to the mean
+        phase = r / self.factor if r < fast else burst + (r - fast) / slow
+        return k * period + phase
+
+
 class GeneratorConfig(BaseModel):
     """All generator parameters; the defaults are Blox's Figure-6 workload at λ = 6."""
 
@@ -78,6 +111,7 @@ class GeneratorConfig(BaseModel):
     gpu_demand: dict[int, float] = Field(default_factory=lambda: dict(SINGLE_GPU))
     models: dict[str, float] = Field(default_factory=dict)  # empty: model ""
     users: dict[str, float] = Field(default_factory=dict)  # empty: user ""
+    bursts: Bursts | None = None  # None: homogeneous Poisson arrivals
 
     @field_validator("gpu_demand", mode="before")
     @classmethod
@@ -171,6 +205,8 @@ def generate(cfg: GeneratorConfig | None = None, **params: Any) -> Workload:
     arrivals = stream("arrivals")
     mean_gap = 3600.0 / cfg.jobs_per_hour
     times = [0.0, *itertools.accumulate(arrivals.expovariate(1.0) * mean_gap for _ in range(n - 1))]
+    if cfg.bursts is not None:
+        times = [cfg.bursts.warp(t) for t in times]
     mix, rng = cfg.durations, stream("durations")
     durations = []
     for _ in range(n):
@@ -194,5 +230,6 @@ def generate(cfg: GeneratorConfig | None = None, **params: Any) -> Workload:
         jobs,
         measure=cfg.measure,
         source=f"generator(seed={seed})",
-        meta={"format": "synthetic", "jobs_per_hour": f"{cfg.jobs_per_hour:g}"},
+        meta={"format": "synthetic", "jobs_per_hour": f"{cfg.jobs_per_hour:g}",
+              "arrivals": "bursty" if cfg.bursts is not None else "poisson"},
     )
