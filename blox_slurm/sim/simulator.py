@@ -107,7 +107,8 @@ class Simulator:
 
     def _finish_time(self, job: Job, t: float) -> float:
         """When running ``job`` (started or seen at ``t``) completes at its current rate."""
-        ft = (job.work_since or t) + ((job.duration or 0.0) - job.work_base) / job.rate
+        since = job.work_since if job.work_since is not None else t
+        ft = since + ((job.duration or 0.0) - job.work_base) / job.rate
         if self.cfg.quantize_to_rounds:
             ft = _ceil_to(ft, self.cfg.round_duration)
         return ft
