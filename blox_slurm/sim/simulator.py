@@ -190,10 +190,11 @@ class Simulator:
                 heapq.heappush(heap, (ft, job.id))
             note_busy(t)
 
+        max_time = cfg.max_time if cfg.max_time is not None else math.inf
         while True:
             # At the cut, completions up to max_time still count (a fork's horizon is exact).
-            cut = cfg.max_time is not None and t > cfg.max_time
-            while heap and heap[0][0] <= (cfg.max_time if cut else t):
+            cut = t > max_time
+            while heap and heap[0][0] <= min(t, max_time):
                 ft, jid = heapq.heappop(heap)
                 if finish_at.get(jid) != ft:
                     continue  # superseded by a preemption
