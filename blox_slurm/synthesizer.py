@@ -1,0 +1,200 @@
+"""The policy synthesizer (Blox §5.2): a meta-policy that picks, every few rounds, the candidate
+composition whose simulated future looks best.
+
+Every ``every`` rounds it forks the snapshot it is given into the simulator -- running jobs keep
+their GPUs and progress, waiting jobs keep their admission and marks -- plays each candidate
+forward for ``horizon`` seconds with no new arrivals, and lets the winner decide until the next
+evaluation. The objective is the candidates' predicted average JCT over the jobs in the
+snapshot, censored at the horizon: a job still active at the end counts as finishing then. Over
+a fixed job set that is the time-integral of the number of jobs in the system (Little's law),
+so it rewards exactly what a shorter average JCT needs, and it stays comparable between
+candidates however few jobs finish within the horizon. The fork starts from the state the
+*current* choice produced, so the cost of switching (preempting what the new candidate ranks
+lower, restart cost included) is part of every prediction: the synthesizer switches only when
+a switch pays within the horizon.
+
+Blox deep-copied its whole state for each candidate and ran it to completion; here a fork is a
+snapshot (immutable, shared) and a bounded run of the event-driven simulator, so evaluating nine
+candidates over 200 active jobs takes a fraction of a second (``benchmarks/bench_synthesizer.py``).
+
+Durations: the simulator needs each job's isolated run time. Worlds that know it (the simulator,
+a ``duration=`` hint) give it; for others the fork assumes a job needs as much again as it has
+done so far (at least one round), the usual estimate for heavy-tailed job lengths.
+
+Memory: the choice and the time of the next evaluation are a memo, not state a world must keep.
+A restarted controller (or a new simulation, whose clock goes back) simply evaluates afresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .composition import Composition, CompositionError, build, read
+from .model import ClusterSnapshot, Job
+from .sim.config import SimConfig
+from .sim.records import RunResult
+from .sim.simulator import Simulator
+from .workloads.schema import Workload
+
+_NO_ARRIVALS = Workload(jobs=(), source="synthesizer fork")
+
+
+class SynthesizerParams(BaseModel):
+    """``[synthesizer]`` in a composition file."""
+
+    model_config = ConfigDict(extra="forbid")
+    candidates: list[str | dict[str, Any]] = Field(min_length=2)
+    every: int = Field(6, ge=1, description="rounds between evaluations")
+    horizon: float = Field(4 * 3600.0, gt=0, description="seconds each candidate is played")
+    round_duration: float = Field(300.0, gt=0, description="the world's round length")
+    restart_cost: float = Field(30.0, ge=0, description="seconds to restore a checkpoint")
+    objective: Literal["avg_jct", "avg_slowdown"] = "avg_jct"
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One candidate's simulated future: its score (lower is better) and what it did."""
+
+    name: str
+    score: float
+    finished: int
+    preemptions: int
+
+
+@dataclass
+class _Memo:
+    choice: Composition
+    next_at: float
+    last_now: float
+    predictions: tuple[Prediction, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Synthesizer(Composition):
+    """A composition that delegates each round to one of ``candidates``.
+
+    Its own policy parts are the first candidate's (what it runs before any evaluation); the
+    round engine asks :meth:`for_round` which candidate decides.
+    """
+
+    candidates: tuple[Composition, ...] = ()
+    params: SynthesizerParams | None = None
+    _memo: list[_Memo] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def time_dependent(self) -> bool:
+        return True  # evaluations fall due with time alone
+
+    @property
+    def last_predictions(self) -> tuple[Prediction, ...]:
+        """The predictions behind the current choice (for logs and ``explain``)."""
+        return self._memo[0].predictions if self._memo else ()
+
+    def for_round(self, snapshot: ClusterSnapshot) -> Composition:
+        assert self.params is not None
+        now = snapshot.now
+        memo = self._memo[0] if self._memo else None
+        if memo is not None and memo.last_now <= now < memo.next_at:
+            memo.last_now = now
+            return memo.choice
+        current = memo.choice if memo is not None and memo.last_now <= now else None
+        predictions = self.predict(snapshot)
+        best = min(predictions, key=lambda p: p.score)
+        choice = next(c for c in self.candidates if c.name == best.name)
+        if current is not None:
+            kept = next(p for p in predictions if p.name == current.name)
+            if kept.score <= best.score * (1 + 1e-9):
+                choice = current  # a tie is no reason to switch
+        due = now + self.params.every * self.params.round_duration - 1e-6
+        self._memo[:] = [_Memo(choice, due, now, tuple(predictions))]
+        return choice
+
+    def predict(self, snapshot: ClusterSnapshot) -> list[Prediction]:
+        """Every candidate played forward from ``snapshot`` for the horizon."""
+        assert self.params is not None
+        p = self.params
+        now = snapshot.now
+        jobs = tuple(_with_duration(j, now, p.round_duration) for j in snapshot.jobs)
+        start = replace(snapshot, jobs=jobs, telemetry=(), free=None)
+        end = now + p.horizon
+        cfg = SimConfig(round_duration=p.round_duration, restart_cost=p.restart_cost,
+                        max_time=end, stop_when_measured=False)
+        cluster = (snapshot.nodes, snapshot.gpus)
+        out = []
+        for cand in self.candidates:
+            result = Simulator(_NO_ARRIVALS, cand, cluster, cfg, snapshot.throughput,
+                               start=start).run()
+            out.append(Prediction(cand.name, _score(result, jobs, end, p.objective),
+                                  len(result.jobs), sum(r.preemptions for r in result.jobs)))
+        return out
+
+
+def _with_duration(job: Job, now: float, floor: float) -> Job:
+    if job.duration is not None:
+        return job
+    return replace(job, duration=job.work_done(now) + max(job.work_done(now), floor))
+
+
+def _score(result: RunResult, jobs: tuple[Job, ...], end: float, objective: str) -> float:
+    """Mean JCT (or slowdown) over ``jobs``, a job unfinished at ``end`` counting as done then."""
+    if not jobs:
+        return 0.0
+    finish = {r.id: r.finish for r in result.jobs}
+    total = 0.0
+    for j in jobs:
+        jct = finish.get(j.id, end) - j.submit_time
+        total += jct / (j.duration or 1.0) if objective == "avg_slowdown" else jct
+    return total / len(jobs)
+
+
+def build_synthesizer(config: dict[str, Any], name: str | None, base: Path | None) -> Synthesizer:
+    """A :class:`Synthesizer` from a composition config with a ``[synthesizer]`` table.
+
+    Candidates are bundled composition names, paths (relative to the file's directory) or
+    inline tables; the normalized config inlines them so another process can rebuild it.
+    """
+    extra = set(config) - {"name", "description", "synthesizer", "simulation", "controller",
+                           "workload"}
+    if extra:
+        raise CompositionError(f"a synthesizer composition has no [{sorted(extra)[0]}] section: "
+                               "its candidates carry the policies")
+    try:
+        params = SynthesizerParams.model_validate(config["synthesizer"])
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise CompositionError(f"[synthesizer]: {problems}") from None
+    candidates: list[Composition] = []
+    for entry in params.candidates:
+        if isinstance(entry, str):
+            source = Path(entry)
+            if base is not None and source.suffix and not source.is_absolute():
+                source = base / source
+            path, data = read(source)
+            cand_name = data.get("name") or path.stem
+        else:
+            data, cand_name = entry, entry.get("name")
+        if "synthesizer" in data:
+            raise CompositionError(f"candidate {cand_name!r} is itself a synthesizer")
+        try:
+            candidates.append(build(data, name=cand_name))
+        except CompositionError as exc:
+            raise CompositionError(f"[synthesizer] candidate {cand_name!r}: {exc}") from None
+    names = [c.name for c in candidates]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise CompositionError(f"[synthesizer] candidates must have distinct names; repeated: "
+                               f"{', '.join(dup)}")
+    first = candidates[0]
+    params.candidates = [c.config for c in candidates]
+    own_name = str(name or config.get("name") or "synthesizer")
+    normalized = {"name": own_name, "synthesizer": params.model_dump()}
+    return Synthesizer(
+        own_name, first.admission, first.scheduling, first.placement,
+        first.preemption, first.cluster, config=normalized,
+        candidates=tuple(candidates), params=params)
+
