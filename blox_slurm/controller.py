@@ -160,7 +160,11 @@ class Controller:
         seconds = self.clock() - started
         pending = sum(1 for j in snap.jobs if not j.running)
         calls = self.client.calls - calls0
-        self.store.finish_round(rid, finished=started + seconds, jobs=len(snap.jobs),
+        # A meta-policy (the synthesizer) names the candidate that decided: "synth:las".
+        decided_by = self.comp.name if d.composition in ("", self.comp.name) else \
+            f"{self.comp.name}:{d.composition}"
+        self.store.finish_round(rid, finished=started + seconds, composition=decided_by,
+                                jobs=len(snap.jobs),
                                 pending=pending, running=len(snap.jobs) - pending,
                                 starts=len(d.start), preempts=len(plan.preempt),
                                 holds=len(plan.hold), slurm_calls=calls, seconds=seconds)

@@ -119,7 +119,8 @@ def register(app: typer.Typer) -> None:
             _, store = _store(config)
             rows = store.jobs()
             last = store.last_round()
-            t = Table(title=f"managed jobs (round {last['id'] if last else '-'})")
+            t = Table(title=f"managed jobs (round {last['id'] if last else '-'}"
+                            f"{', decided by ' + last['composition'] if last else ''})")
             for col in ("job", "user", "state", "rank", "held", "GPUs", "GPU-h", "preempt",
                         "why"):
                 t.add_column(col)

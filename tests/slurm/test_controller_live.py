@@ -195,3 +195,38 @@ def test_a_failing_job_in_a_batch_is_isolated_and_the_rest_applied(world: dict) 
         assert all(state[j].held for j in good)  # the rest of the batch was applied
     finally:
         client.cancel(good)
+
+
+def test_the_synthesizer_drives_real_slurm_and_the_audit_names_the_deciding_candidate(
+        world: dict) -> None:
+    """The same meta-policy the simulator runs: forks the Slurm snapshot (durations from the
+    users' hints, estimated where absent), picks a candidate, and that candidate's decisions
+    are applied; every round's row says which candidate decided."""
+    emu = world["emu"]
+    client = emu.client()
+    write_heartbeat(world["heartbeat"])
+    cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0,
+                           store=str(world["base"] / "synth.db"),
+                           heartbeat=str(world["heartbeat"]), grace_seconds=3.0)
+    comp = build({"name": "synth", "synthesizer": {
+        "candidates": ["fifo", "srtf"], "every": 2, "horizon": 120.0, "round_duration": 1.0}})
+    ctl = Controller(cfg, comp, client, Store(cfg.store))
+    w = world["w"]
+    shapes = [(4, 30), (4, 20), (4, 10), (4, 40), (2, 10), (4, 10)]  # 22 GPUs asked of 16
+    jobs = [w.submit_fake(FakeJob(USERS[i % 3], gpus, iters, 0.0), iters_per_sec=10)
+            for i, (gpus, iters) in enumerate(shapes)]
+    try:
+        def done() -> bool:
+            ctl.round()
+            return not any(j.job_id in jobs for j in client.list_jobs())
+
+        wait_for(done, 180, "the synthesizer's jobs to finish")
+    finally:
+        client.cancel(jobs)
+    ctl.round()  # observe the last jobs gone
+    rows = {r["job_id"]: r for r in ctl.store.jobs(active_only=False)}
+    assert all(rows[j]["state"] == "done" for j in jobs)
+    deciders = {r["composition"] for r in ctl.store.db.query(
+        "SELECT composition FROM rounds WHERE error = ''")}
+    assert deciders and deciders <= {"synth:fifo", "synth:srtf"}, deciders
+    assert list(ctl.store.db.query("SELECT * FROM actions WHERE ok = 0")) == []
