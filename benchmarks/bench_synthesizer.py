@@ -1,7 +1,7 @@
 """The policy synthesizer: what one decision costs, and how close it gets to the best static
 composition on a steady and on a bursty workload.
 
-    python benchmarks/bench_synthesizer.py            # both parts (several minutes on 2 cores)
+    python benchmarks/bench_synthesizer.py            # both parts (about 2 minutes on 2 cores)
     python benchmarks/bench_synthesizer.py --cost     # the decision cost only (seconds)
 
 Cost: a snapshot with 200 active jobs (the Blox multi-GPU mix on 32 x 4 GPUs, FIFO-started,
@@ -105,8 +105,8 @@ def quality(n_jobs: int, rate: float, nodes: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cost", action="store_true", help="the decision cost only")
-    ap.add_argument("--jobs", type=int, default=1600)
-    ap.add_argument("--rate", type=float, default=2.6, help="mean jobs/hour")
+    ap.add_argument("--jobs", type=int, default=1200)
+    ap.add_argument("--rate", type=float, default=1.9, help="mean jobs/hour (~95 % load)")
     ap.add_argument("--nodes", type=int, default=16)
     args = ap.parse_args()
     cost()
