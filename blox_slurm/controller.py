@@ -223,7 +223,8 @@ def _observed(j: SlurmJob) -> Observed:
     return Observed(j.job_id, j.user, j.partition, j.num_gpus,
                     j.submit_time if j.submit_time is not None else 0.0, j.active,
                     j.start_time if j.active else None, j.held,
-                    {k: str(v) for k, v in mark.hints.items()} if mark is not None else {})
+                    {k: str(v) for k, v in mark.hints.items()} if mark is not None else {},
+                    j.account)
 
 
 def _allocated_gpus(j: SlurmJob) -> int:

@@ -30,7 +30,7 @@ import sqlite_utils
 from .model import Decisions, GpuSample, usage_key
 from .slurm.snapshot import JobExtras
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: jobs.account (fair share by account)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,7 @@ class Observed:
     run_start: float | None  # Slurm's start time of the current run
     held: bool
     hints: Mapping[str, str]
+    account: str = ""
 
 
 class Store:
@@ -64,7 +65,7 @@ class Store:
         db = self.db
         if "jobs" not in db.table_names():
             db.table("jobs").create({
-                "job_id": int, "user": str, "partition": str, "num_gpus": int,
+                "job_id": int, "user": str, "account": str, "partition": str, "num_gpus": int,
                 "submit_time": float, "state": str, "held": int, "admitted": int,
                 "rank": int, "attained_base": float, "run_start": float, "run_gpus": int,
                 "run_last_seen": float, "first_start": float, "last_event": float,
@@ -74,6 +75,8 @@ class Store:
                 defaults={"held": 0, "admitted": 0, "attained_base": 0.0, "preemptions": 0,
                           "hints": "{}", "marks": "{}", "reason": ""})
             db.table("jobs").create_index(["state"])
+        elif "account" not in db.table("jobs").columns_dict:  # a version-1 store: upgrade
+            db.table("jobs").add_column("account", str, not_null_default="")
         if "rounds" not in db.table_names():
             db.table("rounds").create({
                 "id": int, "started": float, "finished": float, "dry_run": int,
@@ -95,9 +98,8 @@ class Store:
                                     "utilization": float, "memory_used_mb": float,
                                     "memory_total_mb": float, "job_ids": str, "errors": int})
             db.table("telemetry").create_index(["time"])
-        if "meta" not in db.table_names():
-            db.table("meta").insert({"key": "schema_version", "value": str(SCHEMA_VERSION)},
-                                    pk="key")
+        db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)},
+                                pk="key")
 
     # ------------------------------------------------------------------ rounds
 
@@ -155,7 +157,8 @@ class Store:
                 "marks": "{}", "reason": "", "first_start": None, "run_start": None,
                 "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time,
                 "rank": None, "finished_at": None})
-            row.update(user=o.user, partition=o.partition, num_gpus=o.num_gpus,
+            row.update(user=o.user, account=o.account, partition=o.partition,
+                       num_gpus=o.num_gpus,
                        submit_time=o.submit_time, held=int(o.held), last_seen=now,
                        hints=json.dumps(dict(o.hints), sort_keys=True))
             if o.running:
@@ -232,17 +235,21 @@ class Store:
         return out
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
-        """Decayed GPU-seconds of ended runs per user (``usage_key("user", ...)``), for fair
-        share. The store keeps one folded total per job, not each run's end, so a job's
+        """Decayed GPU-seconds of ended runs per user and per account (``usage_key``), for
+        fair share. The store keeps one folded total per job, not each run's end, so a job's
         ended runs all decay from its latest known end: ``finished_at`` for done jobs,
-        ``last_event`` (requeue or restart time) otherwise. Accounts are not recorded."""
+        ``last_event`` (requeue or restart time) otherwise."""
         used: dict[str, float] = {}
-        for r in self.db.query("SELECT user, attained_base, state, finished_at, last_event "
-                               "FROM jobs WHERE attained_base > 0"):
+        for r in self.db.query("SELECT user, account, attained_base, state, finished_at, "
+                               "last_event FROM jobs WHERE attained_base > 0"):
             ended = r["finished_at"] if r["state"] == "done" else r["last_event"]
             age = max(0.0, now - (ended if ended is not None else now))
-            key = usage_key("user", r["user"])
-            used[key] = used.get(key, 0.0) + r["attained_base"] * 0.5 ** (age / half_life)
+            decayed = r["attained_base"] * 0.5 ** (age / half_life)
+            keys = [usage_key("user", r["user"])]
+            if r["account"]:
+                keys.append(usage_key("account", r["account"]))
+            for key in keys:
+                used[key] = used.get(key, 0.0) + decayed
         return used
 
     def job(self, job_id: int) -> dict[str, Any] | None:

@@ -227,17 +227,46 @@ def test_decayed_usage_prescaled_additions_equal_direct_decay() -> None:
     assert got["account:y"] == pytest.approx(500.0)
 
 
-def test_controller_store_usage_decays_ended_runs_per_user(tmp_path) -> None:
+def test_controller_store_usage_decays_ended_runs_per_user_and_account(tmp_path) -> None:
     from blox_slurm.store import Observed, Store
 
     store = Store(tmp_path / "blox.db")
 
-    def seen(jid: int, user: str, run_start: float | None) -> Observed:
-        return Observed(jid, user, "gpu", 2, 0.0, run_start is not None, run_start, False, {})
+    def seen(jid: int, user: str, run_start: float | None, account: str = "ml") -> Observed:
+        return Observed(jid, user, "gpu", 2, 0.0, run_start is not None, run_start, False, {},
+                        account)
 
     store.observe(100.0, [seen(1, "alice", 100.0), seen(2, "bob", 100.0)], {1: 2, 2: 2})
     store.observe(600.0, [seen(1, "alice", 100.0), seen(2, "bob", 100.0)], {1: 2, 2: 2})
     store.observe(700.0, [seen(2, "bob", 100.0)], {2: 2})  # alice's job left: done at 600
     # alice: 2 GPUs x 500 s ended at 600; bob's run is still going (fair share adds it).
-    assert store.usage(600.0, half_life=3600.0) == pytest.approx({"user:alice": 1000.0})
-    assert store.usage(4200.0, half_life=3600.0) == pytest.approx({"user:alice": 500.0})
+    assert store.usage(600.0, half_life=3600.0) == pytest.approx(
+        {"user:alice": 1000.0, "account:ml": 1000.0})
+    assert store.usage(4200.0, half_life=3600.0) == pytest.approx(
+        {"user:alice": 500.0, "account:ml": 500.0})
+    store.observe(800.0, [seen(3, "carol", 700.0, account="")], {3: 1})
+    store.observe(900.0, [], {})  # carol's job, with no account, left at 800
+    assert "account:" not in store.usage(900.0, half_life=3600.0)
+
+
+def test_a_version_1_store_gains_the_account_column_and_keeps_its_jobs(tmp_path) -> None:
+    import sqlite_utils
+
+    from blox_slurm.store import SCHEMA_VERSION, Observed, Store
+
+    path = tmp_path / "old.db"
+    Store(path).db.close()
+    old = sqlite_utils.Database(path)  # version 1 = today's schema without jobs.account
+    old.execute("ALTER TABLE jobs DROP COLUMN account")
+    old["jobs"].insert({"job_id": 7, "user": "alice", "partition": "gpu", "num_gpus": 1,
+                        "state": "done", "attained_base": 100.0, "finished_at": 0.0,
+                        "last_event": 0.0})
+    old["meta"].upsert({"key": "schema_version", "value": "1"}, pk="key")
+    old.conn.commit()
+    old.close()
+    store = Store(path)
+    assert store.job(7)["account"] == ""  # type: ignore[index]
+    assert store.usage(0.0, half_life=3600.0) == pytest.approx({"user:alice": 100.0})
+    store.observe(10.0, [Observed(8, "bob", "gpu", 1, 0.0, True, 5.0, False, {}, "ml")], {8: 1})
+    assert store.job(8)["account"] == "ml"  # type: ignore[index]
+    assert store.db["meta"].get("schema_version")["value"] == str(SCHEMA_VERSION)
