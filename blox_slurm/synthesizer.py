@@ -27,6 +27,7 @@ A restarted controller (or a new simulation, whose clock goes back) simply evalu
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +42,7 @@ from .sim.simulator import Simulator
 from .workloads.schema import Workload
 
 _NO_ARRIVALS = Workload(jobs=(), source="synthesizer fork")
+log = logging.getLogger("blox_slurm.synthesizer")
 
 
 class SynthesizerParams(BaseModel):
@@ -111,6 +113,8 @@ class Synthesizer(Composition):
                 choice = current  # a tie is no reason to switch
         due = now + self.params.every * self.params.round_duration - 1e-6
         self._memo[:] = [_Memo(choice, due, now, tuple(predictions))]
+        log.info("%s at t=%.0f: %s decides; predicted %s: %s", self.name, now, choice.name,
+                 self.params.objective, ", ".join(f"{p.name} {p.score:.0f}" for p in predictions))
         return choice
 
     def predict(self, snapshot: ClusterSnapshot) -> list[Prediction]:

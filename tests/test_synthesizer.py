@@ -209,3 +209,14 @@ def test_the_bundled_synthesizer_is_listed_and_builds() -> None:
     assert "synthesizer" in composition.bundled_names()
     comp = load("synthesizer")
     assert isinstance(comp, Synthesizer) and len(comp.candidates) >= 5
+
+
+def test_each_evaluation_logs_the_choice_and_every_prediction(caplog) -> None:
+    s = synth("fifo", "srtf", horizon=7200.0)
+    with caplog.at_level("INFO", logger="blox_slurm.synthesizer"):
+        s.for_round(short_jobs_behind_a_long_one())
+        s.for_round(short_jobs_behind_a_long_one(now=300.0))  # within the period: no new line
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1
+    assert lines[0].startswith("synth at t=0: srtf decides; predicted avg_jct: fifo ")
+    assert ", srtf " in lines[0]
