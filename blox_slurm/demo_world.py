@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -132,6 +133,14 @@ class ManagedWorld:
 
     def client(self) -> CliBackend:
         return self.emu.client()
+
+    def run(self, *argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+        """A Slurm command (argv list, never a shell) against this world, as root or as the
+        Unix ``user`` via ``runuser`` (auth/none takes the caller's uid): how tests act as an
+        ordinary user, e.g. to check what the job-submit plugin tells them."""
+        prefix = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.emu.conf}"] if user else []
+        return subprocess.run([*prefix, *argv], capture_output=True, text=True,  # noqa: S603
+                              env={**os.environ, **self.emu.env()}, cwd="/", timeout=30)
 
     def submit_fake(self, job: FakeJob, iters_per_sec: float) -> int:
         """Plain ``sbatch`` into the managed partition, as ``job.user``."""

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from test_bad_input import CANARY, HINTS, HOSTILE_HINTS
 
-from blox_slurm.emulator.cluster import Emulator, check_packages
-from blox_slurm.emulator.errors import MissingPackage
-from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
-from blox_slurm.slurm.job_submit import HintError, parse_user_hints, write_config, write_heartbeat
+from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.slurm.job_submit import HintError, parse_user_hints
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 
@@ -35,15 +31,10 @@ COUNTS: dict[str, int] = {}
 
 
 class Plugin:
-    def __init__(self, emu: Emulator) -> None:
-        self.emu = emu
-        self.env = {**os.environ, **emu.env()}
+    def __init__(self, world: ManagedWorld) -> None:
+        self.emu = world.emu
+        self.run = world.run
         self.ids: list[int] = []
-
-    def run(self, *argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
-        prefix = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.emu.conf}"] if user else []
-        return subprocess.run([*prefix, *argv], capture_output=True, text=True,  # noqa: S603
-                              env=self.env, cwd="/", timeout=30)
 
     def sbatch(self, comment: str, user: str = "nobody") -> subprocess.CompletedProcess[str]:
         out = self.run("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null",
@@ -66,31 +57,11 @@ class Plugin:
 
 @pytest.fixture(scope="module")
 def plugin() -> Iterator[Plugin]:
-    if os.geteuid() != 0:
-        pytest.fail("submitting as an ordinary user needs root (runuser)", pytrace=False)
-    try:
-        check_packages()
-    except MissingPackage as e:
-        pytest.fail(f"the Slurm tests need Slurm's Debian packages: {e}", pytrace=False)
-    base = Path(tempfile.mkdtemp(prefix="blox-badlive-", dir="/tmp"))
-    base.chmod(0o755)
-    run_dir = base / "run"
-    run_dir.mkdir(mode=0o755)
-    heartbeat = run_dir / "heartbeat"
-    write_heartbeat(heartbeat)
-    write_config(run_dir, ["blox"], heartbeat, 3600)  # before up: read when the plugin loads
-    emu = Emulator(EmulatorSpec(run_dir, groups=parse_gpus("gpu:2x2"),
-                                job_submit_lua=ROOT / "slurm_conf" / "job_submit.lua"))
-    emu.up()
-    Path(CANARY).unlink(missing_ok=True)
-    p = Plugin(emu)
-    try:
-        yield p
-    finally:
-        if p.ids:
-            p.run("scancel", *map(str, p.ids))
-        emu.down()
-        shutil.rmtree(base, ignore_errors=True)
+    # A fresh heartbeat and a long lease: the plugin holds (it is not failing open). Leaving
+    # the world stops Slurm, which ends the jobs.
+    with ManagedWorld(shape="gpu:2x2", max_age=3600) as world:
+        Path(CANARY).unlink(missing_ok=True)
+        yield Plugin(world)
         total = sum(COUNTS.values())
         print("".join(f"\n[reliability] bad input (live): {k}: {v} cases"
                       for k, v in sorted(COUNTS.items()))

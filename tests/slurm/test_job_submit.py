@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from _live import wait_for
 
-from blox_slurm.emulator.cluster import Emulator, check_packages
-from blox_slurm.emulator.errors import MissingPackage
-from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
+from blox_slurm.demo_world import ManagedWorld
 from blox_slurm.slurm.job_submit import (
     ManagedMark,
     parse_admin_comment,
@@ -31,23 +26,16 @@ from blox_slurm.slurm.job_submit import (
 
 pytestmark = pytest.mark.slurm
 
-SCRIPT = Path(__file__).resolve().parents[2] / "slurm_conf" / "job_submit.lua"
 MAX_AGE = 30
 USER = "nobody"
 
 
 class Cluster:
-    def __init__(self, emu: Emulator, heartbeat: Path) -> None:
-        self.emu = emu
-        self.heartbeat = heartbeat
-        self.env = {**os.environ, **emu.env()}
+    def __init__(self, world: ManagedWorld) -> None:
+        self.emu = world.emu
+        self.heartbeat = world.heartbeat
+        self.run = world.run
         self.ids: list[int] = []
-
-    def run(self, *argv: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
-        prefix = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.emu.conf}"] if user else []
-        return subprocess.run(  # noqa: S603 - argv list
-            [*prefix, *argv], capture_output=True, text=True, env=self.env, cwd="/", timeout=30
-        )
 
     def sbatch(self, *options: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
         out = self.run("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", *options,
@@ -83,24 +71,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    try:
-        check_packages()
-    except MissingPackage as e:
-        pytest.fail(f"the Slurm tests need Slurm's Debian packages: {e}", pytrace=False)
-    # World-readable (not under pytest's 0700 tmp dir) so that `nobody` can read slurm.conf.
-    base = Path(tempfile.mkdtemp(prefix="blox-js-", dir="/tmp"))
-    base.chmod(0o755)
-    run_dir = base / "run"
-    run_dir.mkdir(mode=0o755)
-    heartbeat = run_dir / "heartbeat"
-    write_config(run_dir, ["blox"], heartbeat, MAX_AGE)  # read when slurmctld loads the script
-    emu = Emulator(EmulatorSpec(run_dir, groups=parse_gpus("gpu:2x2"), job_submit_lua=SCRIPT))
-    emu.up()
-    try:
-        yield Cluster(emu, heartbeat)
-    finally:
-        emu.down()
-        shutil.rmtree(base, ignore_errors=True)
+    with ManagedWorld(shape="gpu:2x2", max_age=MAX_AGE) as world:
+        yield Cluster(world)
 
 
 @pytest.fixture
