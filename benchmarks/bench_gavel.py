@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.scheduling.gavel import allocate
+from policies.scheduling.gavel import Objective, allocate
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 TYPES = ("v100", "p100", "k80")
 CAPACITY = np.array([36.0, 36.0, 36.0])
-OBJECTIVES = ("max_min_fairness", "min_makespan", "max_sum_throughput")
+OBJECTIVES: tuple[Objective, ...] = ("max_min_fairness", "min_makespan", "max_sum_throughput")
 
 
 def throughputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:

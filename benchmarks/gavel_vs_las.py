@@ -2,15 +2,25 @@
 
     python benchmarks/gavel_vs_las.py                       # msr_seed0_2869ce, every job
     python benchmarks/gavel_vs_las.py --trace 0e4a51 --jobs 400
+    python benchmarks/gavel_vs_las.py --trace e13805 --cluster k80:4x9,p100:4x9,v100:4x9
+    python benchmarks/gavel_vs_las.py --trace e13805 --arrival-scale 2   # twice the load
 
 Cluster: 36 V100 + 36 P100 + 36 K80 GPUs (9 nodes x 4 of each type). The simulator's speeds
 come from Gavel's measured ``simulation_throughputs.json`` (GavelThroughput, as with
-``--throughputs``): a job runs at its V100 rate on V100s and slower on P100/K80. Both
-compositions run the identical job stream, 360 s rounds (Gavel's), 30 s restart cost.
+``--throughputs``): a job runs at its V100 rate on V100s and at its measured rate on P100/K80
+(slower for most models; Recommendation runs faster on P100 and K80 in Gavel's table). Every
+composition runs the identical job stream, 360 s rounds (Gavel's), 30 s restart cost.
 Jobs whose model does not run on some type at its GPU count (Gavel measured 0.0, e.g. large
 models on K80s) are dropped and counted: a heterogeneity-agnostic scheduler would place them
-there and make no progress (the simulator rejects that). Prints each composition's average
-JCT and the LAS / Gavel ratio.
+there and make no progress (the simulator rejects that).
+
+Prints the trace's offered load, then per composition the average and median JCT,
+preemptions per job, queueing delay (time not holding GPUs), the average JCT per duration
+bucket (isolated V100 run time), and the LAS / Gavel ratios. Diagnostics (see
+docs/compositions.md, "Gavel vs LAS"): ``--cluster`` reorders the node types (LAS with
+first_fit takes the lowest GPU ids, so which type is listed first decides where an
+underloaded LAS runs), ``--arrival-scale k`` divides every submit time by ``k`` (k times the
+load), ``--restart-cost`` changes the restart penalty.
 """
 
 from __future__ import annotations
@@ -18,8 +28,11 @@ from __future__ import annotations
 import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from blox_slurm.composition import build, load
 from blox_slurm.model import Job
@@ -29,16 +42,39 @@ from blox_slurm.sim.simulator import Simulator
 from blox_slurm.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
-from blox_slurm.workloads.schema import JobSpec
+from blox_slurm.workloads.schema import JobSpec, Workload
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 CLUSTER = "v100:4x9,p100:4x9,k80:4x9"
-COMPOSITIONS = {
+COMPOSITIONS: dict[str, str | dict[str, Any]] = {
     "gavel (max-min fairness)": "gavel",
     "las + first_fit": "las",
     "las + consolidated": {"name": "las-consolidated", "scheduling": "las",
                            "placement": {"policy": "consolidated", "spread_if_needed": True}},
 }
+# Duration buckets (isolated run time on V100s, hours): [lo, hi).
+BUCKETS = ((0.0, 1.0), (1.0, 4.0), (4.0, 24.0), (24.0, float("inf")))
+
+
+@dataclass(frozen=True)
+class Setup:
+    trace: str
+    jobs: int | None = None
+    cluster: str = CLUSTER
+    arrival_scale: float = 1.0
+    restart_cost: float = 30.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: str
+    avg_jct: float
+    p50_jct: float
+    preemptions_per_job: float
+    queueing: float
+    bucket_jct: tuple[float, ...]  # average JCT per BUCKETS entry (nan when empty)
+    finished: int
+    wall: float
 
 
 def runs_everywhere(thr: GavelThroughput, spec: JobSpec) -> bool:
@@ -47,42 +83,81 @@ def runs_everywhere(thr: GavelThroughput, spec: JobSpec) -> bool:
                for t in ("v100", "p100", "k80") for nodes in (1, 2))
 
 
-def run(args: tuple[str, object, str, int | None]) -> tuple[str, float, int, float, int]:
-    label, comp, trace, jobs = args
+def workload(setup: Setup) -> tuple[Workload, GavelThroughput, int]:
+    """The job stream every composition runs, its throughput model and the dropped count."""
     thr = GavelThroughput(DATA / "simulation_throughputs.json", fallback=DEFAULT_THROUGHPUT)
-    workload = load_gavel(DATA / f"msr_seed0_{trace}.trace", throughputs=thr)
-    if jobs is not None:
-        workload = replace(workload, jobs=workload.jobs[:jobs], measure=None)
-    kept = tuple(j for j in workload.jobs if runs_everywhere(thr, j))
-    dropped = len(workload.jobs) - len(kept)
-    workload = replace(workload, jobs=kept)
+    wl = load_gavel(DATA / f"msr_seed0_{setup.trace}.trace", throughputs=thr)
+    if setup.jobs is not None:
+        wl = replace(wl, jobs=wl.jobs[:setup.jobs], measure=None)
+    kept = tuple(j for j in wl.jobs if runs_everywhere(thr, j))
+    if setup.arrival_scale != 1.0:
+        kept = tuple(replace(j, submit_time=j.submit_time / setup.arrival_scale) for j in kept)
+    return replace(wl, jobs=kept), thr, len(wl.jobs) - len(kept)
+
+
+def offered_load(wl: Workload, gpus: int) -> float:
+    """GPU-seconds asked for (at V100 speed) per second of the arrival span, per GPU."""
+    submits = [j.submit_time for j in wl.jobs]
+    span = max(submits) - min(submits)
+    work = sum((j.duration or 0.0) * j.num_gpus for j in wl.jobs)
+    return work / span / gpus if span > 0 else float("nan")
+
+
+def run(args: tuple[str, str | dict[str, Any], Setup]) -> Outcome:
+    label, comp, setup = args
+    wl, thr, _ = workload(setup)
     c = load(comp) if isinstance(comp, str) else build(comp)
-    cfg = SimConfig(round_duration=360.0, restart_cost=30.0)
+    cfg = SimConfig(round_duration=360.0, restart_cost=setup.restart_cost)
     t0 = time.perf_counter()
-    result = Simulator(workload, c, ClusterSpec.parse(CLUSTER).build(), cfg, thr).run()
-    return label, summarize(result).avg_jct or float("nan"), len(result.jobs), \
-        time.perf_counter() - t0, dropped
+    result = Simulator(wl, c, ClusterSpec.parse(setup.cluster).build(), cfg, thr).run()
+    wall = time.perf_counter() - t0
+    m = summarize(result)
+    jct = np.array([r.jct for r in result.jobs])
+    dur = np.array([r.duration for r in result.jobs]) / 3600
+    buckets = tuple(float(jct[(dur >= lo) & (dur < hi)].mean())
+                    if ((dur >= lo) & (dur < hi)).any() else float("nan") for lo, hi in BUCKETS)
+    return Outcome(label, m.avg_jct or float("nan"), m.p50_jct or float("nan"),
+                   m.preemptions_per_job or 0.0, m.avg_queueing_delay or 0.0, buckets,
+                   len(result.jobs), wall)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trace", default="2869ce", choices=["0e4a51", "2869ce", "e13805"])
     ap.add_argument("--jobs", type=int, default=None, help="only the first N jobs (a prefix)")
+    ap.add_argument("--cluster", default=CLUSTER, help="node types in GPU-id order")
+    ap.add_argument("--arrival-scale", type=float, default=1.0,
+                    help="divide submit times by this (2 = twice the load)")
+    ap.add_argument("--restart-cost", type=float, default=30.0)
+    ap.add_argument("--workers", type=int, default=len(COMPOSITIONS))
     a = ap.parse_args()
     if not (DATA / "simulation_throughputs.json").exists():
         raise SystemExit(f"Gavel reference data not found at {DATA}")
-    print(f"trace msr_seed0_{a.trace} ({'all jobs' if a.jobs is None else f'first {a.jobs}'}),"
-          f" cluster {CLUSTER}, GavelThroughput, 360 s rounds, 30 s restart cost")
-    work = [(label, comp, a.trace, a.jobs) for label, comp in COMPOSITIONS.items()]
-    with ProcessPoolExecutor(max_workers=len(work)) as pool:
+    setup = Setup(a.trace, a.jobs, a.cluster, a.arrival_scale, a.restart_cost)
+    wl, _, dropped = workload(setup)
+    gpus = len(ClusterSpec.parse(a.cluster).build()[1])
+    print(f"trace msr_seed0_{a.trace} ({'all jobs' if a.jobs is None else f'first {a.jobs}'},"
+          f" {len(wl.jobs)} kept, {dropped} dropped: not runnable on every GPU type),"
+          f" cluster {a.cluster}, GavelThroughput, 360 s rounds, {a.restart_cost:g} s restart"
+          f" cost, arrivals / {a.arrival_scale:g}")
+    print(f"offered load {offered_load(wl, gpus):.2f} (V100 GPU-s asked per s of arrivals"
+          f" per GPU)")
+    work = [(label, comp, setup) for label, comp in COMPOSITIONS.items()]
+    with ProcessPoolExecutor(max_workers=max(1, a.workers)) as pool:
         results = list(pool.map(run, work))
-    print(f"{'composition':<28}{'avg JCT (h)':>12}{'jobs':>7}{'wall s':>9}")
-    for label, jct, n, wall, _ in results:
-        print(f"{label:<28}{jct / 3600:>12.2f}{n:>7}{wall:>9.1f}")
-    print(f"dropped {results[0][4]} jobs that do not run on every GPU type")
-    gavel = results[0][1]
-    for label, jct, *_ in results[1:]:
-        print(f"avg JCT {label} / gavel: {jct / gavel:.2f}x")
+    heads = "".join(f"{f'{lo:g}-{hi:g}h' if hi != float('inf') else f'>={lo:g}h':>8}"
+                    for lo, hi in BUCKETS)
+    print(f"{'':<26}{'':>35}  avg JCT (h) by isolated duration")
+    print(f"{'composition':<26}{'JCT h':>8}{'p50 h':>7}{'preempt':>9}{'queue h':>9}"
+          f"  {heads}{'jobs':>6}{'wall s':>8}")
+    for r in results:
+        cells = "".join(f"{b / 3600:>8.2f}" for b in r.bucket_jct)
+        print(f"{r.label:<26}{r.avg_jct / 3600:>8.2f}{r.p50_jct / 3600:>7.2f}"
+              f"{r.preemptions_per_job:>9.2f}{r.queueing / 3600:>9.2f}  {cells}"
+              f"{r.finished:>6}{r.wall:>8.1f}")
+    gavel = results[0].avg_jct
+    for r in results[1:]:
+        print(f"avg JCT {r.label} / gavel: {r.avg_jct / gavel:.2f}x")
 
 
 if __name__ == "__main__":

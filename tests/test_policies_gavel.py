@@ -12,6 +12,7 @@ from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
 from blox_slurm.composition import load
 from blox_slurm.model import build_cluster
+from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.simulator import Simulator
 from blox_slurm.throughput import ParametricThroughput
@@ -115,6 +116,20 @@ def test_mechanism_counts_time_per_type_in_marks_and_ranks_by_priority() -> None
     # type it runs on, finds it claimed, and goes last: next round's victim and restart.
     assert [j.id for j in sched.order] == [2, 3, 1]
     assert sched.types == {2: "v100", 3: "v100"}
+
+
+def test_an_uncontended_running_job_stays_on_its_slower_type() -> None:
+    # Documented limitation (not Gavel's mechanism, which re-places every job each round):
+    # the round engine never moves a running job, so job 1, alone on the k80 and owed all of
+    # its time on the (idle) v100s, keeps the k80 until another job claims it. This is what
+    # costs Gavel on the lightly loaded e13805 trace (docs/compositions.md, Gavel vs LAS).
+    s = snapshot(SHAPE, [running(1, [0], submit=0.0, since=0.0)], now=360.0, throughput=SPEED)
+    _, _, x, _ = Gavel().allocation(s, s.jobs)
+    assert x[0].tolist() == pytest.approx([0.0, 1.0])  # all of its time on v100
+    sched = Gavel().order(s, s.jobs)
+    assert [j.id for j in sched.order] == [1] and sched.types == {}
+    d = decide(s, load("gavel"))
+    assert d.start == () and d.preempt == ()
 
 
 def test_same_throughput_on_every_type_reduces_to_fair_time_sharing() -> None:

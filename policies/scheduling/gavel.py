@@ -32,7 +32,10 @@ first pair whose type still has ``g_j`` GPUs unclaimed this round, and the order
 of assignment. Running jobs only compete for the type they run on (the round engine never moves
 a running job): a job that should move falls below the cut, is preempted by higher priorities
 and takes its new type when it restarts. Jobs left without a type follow, running ones first,
-and may use whatever GPUs are left (any type).
+and may use whatever GPUs are left (any type). Unlike Gavel, which re-places every job every
+round (migrating it at a checkpoint), a running job nobody contends for therefore never
+changes type, even when the LP re-solves and gives it idle, faster GPUs; at light load that
+strands jobs on slow types (docs/compositions.md, "Gavel vs LAS").
 
 Time on each type is the policy's memory, kept by the world as marks: ``gavel.on.<type>``
 (seconds run there) and ``gavel.seen`` (when it was last counted). Each round adds, for every
