@@ -9,6 +9,13 @@ Desired state of a managed job after a round:
                                    and released
 * pending, not started          -> held
 
+A job that asked for GPUs *per node* (``--gres=gpu:N``) carries the ``nodes`` hint: Slurm
+applies its N to every node of ``ReqNodeList`` (pinned to k nodes it would hold k x N GPUs, or
+wait forever for N free GPUs on each). The built-in placements honour the hint; a start that
+does not (a third-party policy spreading such a job) is *refused*: the job stays held and the
+refusal is recorded as a failed action. A job that asked ``--gpus=N`` (per job) may be pinned
+to several nodes: Slurm keeps the total at N and picks the split over the pinned nodes itself.
+
 Because the plan is a diff, re-running a round against an unchanged Slurm is a no-op, and a
 controller restarted mid-round simply finishes the job on its next round.
 """
@@ -31,10 +38,12 @@ class Plan:
     release: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)  # by nodes
     repin: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
     drain: tuple[Drain, ...] = ()
+    refused: Mapping[int, str] = field(default_factory=dict)  # starts not applied: why
 
     @property
     def empty(self) -> bool:
-        return not (self.preempt or self.hold or self.release or self.repin or self.drain)
+        return not (self.preempt or self.hold or self.release or self.repin or self.drain
+                    or self.refused)
 
     @property
     def released(self) -> tuple[int, ...]:
@@ -45,9 +54,16 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
               drained: frozenset[str] = frozenset()) -> Plan:
     """The verbs that bring Slurm to what ``d`` wants. Pure."""
     gpus = snapshot.gpus
+    bound = {j.id: j.hint("nodes") for j in snapshot.jobs if j.hint("nodes") is not None}
     want_nodes: dict[int, tuple[str, ...]] = {}
+    refused: dict[int, str] = {}
     for s in d.start:
-        want_nodes[s.job_id] = tuple(sorted({gpus[g].node for g in s.gpus}))
+        chosen = tuple(sorted({gpus[g].node for g in s.gpus}))
+        why = _misfit(bound.get(s.job_id), chosen, [gpus[g].node for g in s.gpus])
+        if why:
+            refused[s.job_id] = why
+            continue
+        want_nodes[s.job_id] = chosen
     release: dict[tuple[str, ...], list[int]] = defaultdict(list)
     repin: dict[tuple[str, ...], list[int]] = defaultdict(list)
     hold: list[int] = []
@@ -66,7 +82,22 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
     drain = tuple(x for x in d.drain if x.node not in drained)
     return Plan(preempt, tuple(sorted(hold)),
                 {k: tuple(v) for k, v in release.items()},
-                {k: tuple(v) for k, v in repin.items()}, drain)
+                {k: tuple(v) for k, v in repin.items()}, drain,
+                {j: why for j, why in refused.items() if j in managed})
+
+
+def _misfit(bound: str | None, nodes: tuple[str, ...], per_gpu: Sequence[str]) -> str:
+    """Why a start cannot be pinned as chosen ("" when it can): a job bound to ``bound``
+    nodes (GPUs per node) must get the same number of GPUs on exactly that many nodes."""
+    if bound is None:
+        return ""
+    want = int(bound) if bound.isdigit() and int(bound) > 0 else 1
+    counts = {per_gpu.count(n) for n in nodes}
+    if len(nodes) != want or len(counts) > 1:
+        return (f"refused: the job asked for GPUs per node on {want} node(s), the policy "
+                f"placed it on {len(nodes)} ({','.join(nodes)}); Slurm would give it its "
+                f"per-node GPUs on every pinned node")
+    return ""
 
 
 Recorder = Callable[[str, Sequence[int], bool, str], None]
@@ -95,6 +126,9 @@ class Applier:
         self.failures = 0
 
     def apply(self, plan: Plan) -> None:
+        for job_id, why in plan.refused.items():  # left held (make_plan did not release it)
+            self.failures += 1
+            self.record("release", [job_id], False, why)
         if plan.preempt:
             self._preempt(plan.preempt)
         if plan.hold:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -106,11 +107,36 @@ def requested_gpus(
     """Total GPUs and type a job asked for, from Slurm's ``tres_per_*`` strings
     (``--gpus=5`` -> per job, ``--gres=gpu:2`` / ``--gpus-per-node`` -> per node,
     ``--gpus-per-task`` -> per task)."""
-    for text, times in ((per_job, 1), (per_node, max(nodes, 1)), (per_task, max(tasks, 1))):
+    total, gpu_type, _ = _requested(per_job, per_node, per_task, nodes, tasks)
+    return total, gpu_type
+
+
+def _requested(
+    per_job: str, per_node: str, per_task: str, nodes: int, tasks: int
+) -> tuple[int, str, int]:
+    """:func:`requested_gpus` plus the node count the request binds the job to: for GPUs
+    *per node* (``--gres=gpu:N``, ``--gpus-per-node``) Slurm hands out N on EVERY node of
+    the allocation, so such a job must run on exactly its requested ``nodes`` (1 unless
+    ``-N``); per job or per task the total is fixed whatever the node count (0 = free)."""
+    for text, times, kind in ((per_job, 1, "job"), (per_node, max(nodes, 1), "node"),
+                              (per_task, max(tasks, 1), "task")):
         g = parse_gres(text) if text else None
         if g is not None:
-            return g.count * times, g.type
-    return 0, ""
+            return g.count * times, g.type, max(nodes, 1) if kind == "node" else 0
+    return 0, "", 0
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedJob(SlurmJob):
+    """A :class:`SlurmJob` as read from Slurm, with what its GPU request says about nodes.
+
+    ``gpu_nodes``: the exact node count a GPUs-per-node request binds the job to (its
+    ``NumNodes``), 0 when it asked per job or per task (``--gpus=N``), whose total Slurm keeps
+    exact over however many nodes it is pinned to. The snapshot turns it into the ``nodes``
+    hint placements honour (:mod:`blox_slurm.slurm.snapshot`).
+    """
+
+    gpu_nodes: int = 0
 
 
 # ---------------------------------------------------------------------------- JSON helpers
@@ -153,7 +179,7 @@ def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
     """One entry of ``squeue --json``'s ``jobs`` list."""
     nodes = _nodes_of(str(j.get("nodes") or ""))
     node_count = _num(j.get("node_count"), 1)
-    num_gpus, gpu_type = requested_gpus(
+    num_gpus, gpu_type, gpu_nodes = _requested(
         str(j.get("tres_per_job") or ""),
         str(j.get("tres_per_node") or ""),
         str(j.get("tres_per_task") or ""),
@@ -165,7 +191,7 @@ def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
         num_gpus = sum(a.count for a in alloc.values())
     cpus = _num(j.get("cpus"))
     mem = _num(j.get("memory_per_node")) or _num(j.get("memory_per_cpu")) * cpus
-    return SlurmJob(
+    return ParsedJob(
         job_id=_num(j["job_id"]),
         name=str(j.get("name") or ""),
         user=str(j.get("user_name") or ""),
@@ -193,6 +219,7 @@ def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
         exc_nodes=_nodes_of(str(j.get("excluded_nodes") or "")),
         work_dir=str(j.get("current_working_directory") or ""),
         exit_code=_exit_status(j.get("exit_code")),
+        gpu_nodes=gpu_nodes,
     )
 
 
@@ -283,7 +310,7 @@ def job_from_scontrol(line: str) -> SlurmJob:
     nodes = _nodes_of(_null(f.get("NodeList", "")))
     num_nodes = int(f.get("NumNodes", "1").split("-")[0] or 1)
     cpus = int(f.get("NumCPUs", "0").split("-")[0] or 0)
-    num_gpus, gpu_type = requested_gpus(
+    num_gpus, gpu_type, gpu_nodes = _requested(
         _null(f.get("TresPerJob", "")),
         _null(f.get("TresPerNode", "")),
         _null(f.get("TresPerTask", "")),
@@ -295,7 +322,7 @@ def job_from_scontrol(line: str) -> SlurmJob:
     mem = f.get("MinMemoryNode") or ""
     mem_cpu = f.get("MinMemoryCPU") or ""
     memory_mb = parse_mem_mb(mem) if mem else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0
-    return SlurmJob(
+    return ParsedJob(
         job_id=int(f["JobId"]),
         name=f.get("JobName", ""),
         user=_user(f.get("UserId", "")),
@@ -323,4 +350,5 @@ def job_from_scontrol(line: str) -> SlurmJob:
         exc_nodes=_nodes_of(_null(f.get("ExcNodeList", ""))),
         work_dir=_null(f.get("WorkDir", "")),
         exit_code=int(f.get("ExitCode", "0:0").split(":")[0]),
+        gpu_nodes=gpu_nodes,
     )

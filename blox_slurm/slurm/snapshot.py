@@ -25,6 +25,11 @@ from types import MappingProxyType
 from ..model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
 from ..throughput import ThroughputModel
 from .client import SlurmJob, SlurmNode
+from .parse import ParsedJob
+
+#: Hints that only Slurm's own request fields may set: never taken from ``extras`` (the
+#: store's copy of the user's ``--comment`` hints), always rebuilt from the job's request.
+SLURM_HINTS = ("gpu_type", "nodes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +181,19 @@ def _job(
 
 
 def _hints(j: SlurmJob, x: JobExtras) -> tuple[tuple[str, str], ...]:
-    """The job's hints; a GPU type requested from Slurm (``--gres=gpu:v100:2``) becomes the
-    ``gpu_type`` hint placements honour."""
-    hints = {k: str(v) for k, v in x.hints.items()}
+    """The job's hints, plus two that come from its Slurm request and nothing else (a user's
+    ``--comment`` can neither set nor clear them, see :data:`SLURM_HINTS`):
+
+    * ``gpu_type``: a GPU type requested from Slurm (``--gres=gpu:v100:2``);
+    * ``nodes``: the exact node count of a job that asked for GPUs *per node*
+      (``--gres=gpu:N``, ``--gpus-per-node=N``; ``-N k`` or 1): Slurm gives it N GPUs on every
+      node it is pinned to, so a placement must put it on exactly that many nodes, the same
+      number of GPUs on each. A job that asked ``--gpus=N`` (per job) or per task gets none:
+      Slurm keeps its total exact over any pinned node set.
+    """
+    hints = {k: str(v) for k, v in x.hints.items() if k not in SLURM_HINTS}
     if j.gpu_type:
         hints["gpu_type"] = j.gpu_type
+    if isinstance(j, ParsedJob) and j.gpu_nodes > 0:
+        hints["nodes"] = str(j.gpu_nodes)
     return tuple(sorted(hints.items()))

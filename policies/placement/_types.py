@@ -1,17 +1,30 @@
-"""GPU-type constraints shared by the placement policies.
+"""Job constraints shared by the placement policies: GPU type and node count.
 
 A job may require a GPU type: the user's ``gpu_type`` hint (Slurm ``--gres=gpu:v100:2``), or
 the type a heterogeneity-aware scheduler (Gavel) chose for it this round, which the round
 engine hands over as the same hint (see :func:`blox_slurm.round.decide`). Placements stay
 type-agnostic by drawing from :func:`allowed`, the free set narrowed to nodes of that type.
+
+A job may also be bound to an exact number of nodes: the ``nodes`` hint, set by the Slurm
+snapshot for a job that asked for GPUs *per node* (``--gres=gpu:N``; see
+:func:`blox_slurm.slurm.snapshot._hints`). Slurm gives such a job its N GPUs on every node it
+is pinned to, so it must get ``count / nodes`` GPUs on each of exactly ``nodes`` nodes, never a
+spread over more. :func:`required_nodes` reads the hint, :func:`on_fixed_nodes` places such a
+job in each policy's own node preference. Simulated jobs carry no such hint.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from blox_slurm.abstractions import FreeGpus
-from blox_slurm.model import ClusterSnapshot, Job
+from blox_slurm.model import ClusterSnapshot, GpuId, Job
 
 HINT = "gpu_type"
+NODES = "nodes"
+
+#: Orders candidate nodes: (node position in ``free``, its free GPUs) -> sort key.
+NodeKey = Callable[[int, tuple[GpuId, ...]], object]
 
 
 def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus) -> FreeGpus:
@@ -25,3 +38,31 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus) -> FreeGpus:
     keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() == want}
     by_node = {name: gpus for name, gpus in free.by_node.items() if name in keep}
     return FreeGpus(by_node, snapshot.gpus)
+
+
+def required_nodes(job: Job) -> int | None:
+    """The exact node count the job is bound to (``nodes`` hint), ``None`` when it may span
+    any number of nodes. A malformed value (only a world, never a user, sets it) counts as 1:
+    the safe reading, which never hands out GPUs on nodes the job did not ask for."""
+    value = job.hint(NODES)
+    if value is None:
+        return None
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
+def on_fixed_nodes(free: FreeGpus, nodes: int, count: int,
+                   key: NodeKey | None = None) -> tuple[GpuId, ...] | None:
+    """``count`` GPUs as ``count / nodes`` on each of ``nodes`` nodes: the first ``nodes``
+    nodes with that many free GPUs in ``key`` order (node order when ``None``), the first
+    free GPUs of each; ``None`` when fewer nodes have room or ``count`` does not split
+    evenly (Slurm's per-node request cannot express an uneven split)."""
+    if nodes < 1 or count % nodes:
+        return None
+    per = count // nodes
+    fits = [(i, gpus) for i, gpus in enumerate(free.by_node.values()) if len(gpus) >= per]
+    if len(fits) < nodes:
+        return None
+    if key is not None:
+        fits.sort(key=lambda ig: (key(*ig), ig[0]))
+    out = [g for _, gpus in fits[:nodes] for g in gpus[:per]]
+    return tuple(sorted(out)) if nodes > 1 else tuple(out)

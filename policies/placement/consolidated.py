@@ -6,7 +6,7 @@ from blox_slurm.abstractions import FreeGpus, first_gpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
-from ._types import allowed
+from ._types import allowed, on_fixed_nodes, required_nodes
 
 
 @register("placement", "consolidated")
@@ -16,7 +16,10 @@ class Consolidated:
     A job that fits on one node but finds no node with enough free GPUs waits for one
     (consolidation matters for communication-heavy jobs) unless ``spread_if_needed``. A job
     larger than any node spans the fewest nodes: those with the most free GPUs first. Only
-    nodes of the job's required GPU type count when it has one.
+    nodes of the job's required GPU type count when it has one. A job bound to ``k`` nodes
+    (the ``nodes`` hint, e.g. a Slurm ``--gres=gpu:N`` job: ``k = 1``) takes its per-node
+    share on the ``k`` nodes that fit it most tightly, and never spreads, whatever
+    ``spread_if_needed`` says.
     """
 
     class Params(BaseModel):
@@ -32,6 +35,9 @@ class Consolidated:
         free = allowed(snapshot, job, free)
         if count > free.count:
             return None
+        nodes = required_nodes(job)
+        if nodes is not None:  # best fit: the fewest free GPUs that hold the share
+            return on_fixed_nodes(free, nodes, count, lambda _, gpus: len(gpus))
         best: tuple[GpuId, ...] | None = None
         for gpus in free.by_node.values():
             n = len(gpus)

@@ -4,13 +4,15 @@ from blox_slurm.abstractions import FreeGpus, first_gpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
-from ._types import allowed
+from ._types import allowed, on_fixed_nodes, required_nodes
 
 
 @register("placement", "first_fit")
 class FirstFit:
     """The first free GPUs in node order, spanning nodes when needed (Blox's placement), on
-    nodes of the job's required GPU type if it has one."""
+    nodes of the job's required GPU type if it has one. A job bound to ``k`` nodes (the
+    ``nodes`` hint, e.g. a Slurm ``--gres=gpu:N`` job: ``k = 1``) goes to the first ``k``
+    nodes with its per-node share free, never spread further."""
 
     def __init__(self, params: object = None) -> None:
         pass
@@ -21,4 +23,7 @@ class FirstFit:
         free = allowed(snapshot, job, free)
         if count > free.count:
             return None
+        nodes = required_nodes(job)
+        if nodes is not None:
+            return on_fixed_nodes(free, nodes, count)
         return first_gpus(free.by_node.values(), count)

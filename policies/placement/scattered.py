@@ -6,7 +6,7 @@ from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
 
-from ._types import allowed
+from ._types import allowed, on_fixed_nodes, required_nodes
 
 
 @register("placement", "scattered")
@@ -15,7 +15,9 @@ class Scattered:
 
     Succeeds whenever enough GPUs are free in total (a 4-GPU job into 3+2 free GPUs), and puts
     a 1-GPU job on the emptiest node: the load-balancing end of the placement spectrum. Only
-    nodes of the job's required GPU type count when it has one.
+    nodes of the job's required GPU type count when it has one. A job bound to ``k`` nodes
+    (the ``nodes`` hint, e.g. a Slurm ``--gres=gpu:N`` job: ``k = 1``) is not scattered: it
+    takes its per-node share on the ``k`` emptiest nodes that hold it.
     """
 
     def __init__(self, params: object = None) -> None:
@@ -27,6 +29,9 @@ class Scattered:
         free = allowed(snapshot, job, free)
         if count > free.count:
             return None
+        nodes = required_nodes(job)
+        if nodes is not None:  # the emptiest nodes, as for a 1-GPU job
+            return on_fixed_nodes(free, nodes, count, lambda _, gpus: -len(gpus))
         heap = [(-len(g), i, g) for i, g in enumerate(free.by_node.values()) if g]
         heapq.heapify(heap)
         taken: dict[int, int] = {}

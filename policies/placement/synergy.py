@@ -29,7 +29,7 @@ from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job, Node
 from blox_slurm.registry import register
 
-from ._types import allowed
+from ._types import allowed, required_nodes
 
 EPS = 1e-9  # shares are fractional CPUs/MB: tolerate float rounding in comparisons
 
@@ -65,6 +65,11 @@ class Synergy:
     GPU-proportional CPUs and memory, so those never run out before GPUs, and a job asking for
     more per GPU than a node's per-GPU share cannot run there at all. Only nodes of the job's
     required GPU type count when it has one.
+
+    A job bound to ``k`` nodes (the ``nodes`` hint, e.g. a Slurm ``--gres=gpu:N`` job:
+    ``k = 1``) never spans beyond them: it takes ``count / k`` GPUs on each of the ``k``
+    nodes that fit that share (GPUs and resources) with the least stranding (ties as above),
+    or waits.
     """
 
     class Params(BaseModel):
@@ -80,20 +85,28 @@ class Synergy:
         free = allowed(snapshot, job, free)
         if count > free.count:
             return None
+        fixed = required_nodes(job)
+        if fixed is not None and count % fixed:
+            return None
+        per = count // fixed if fixed is not None else count
         nodes = {n.name: n for n in snapshot.nodes if n.name in free.by_node}
         left = self._left(snapshot, nodes, free) if self.tune else {}
-        best: tuple[float, int, int] | None = None
-        best_gpus: tuple[GpuId, ...] = ()
+        fits: list[tuple[tuple[float, int, int], tuple[GpuId, ...]]] = []
         for i, (name, gpus) in enumerate(free.by_node.items()):
-            if len(gpus) < count or self._room(job, count, count, nodes[name],
-                                               left.get(name)) < count:
+            if len(gpus) < per or self._room(job, per, count, nodes[name],
+                                             left.get(name)) < per:
                 continue
-            key = (self._stranding(job, count, nodes[name], len(gpus), left.get(name)),
-                   len(gpus) - count, i)
-            if best is None or key < best:
-                best, best_gpus = key, gpus[:count]
-        if best is not None:
-            return best_gpus
+            key = (self._stranding(job, per, nodes[name], len(gpus), left.get(name), count),
+                   len(gpus) - per, i)
+            fits.append((key, gpus[:per]))
+        if fixed is not None:
+            if len(fits) < fixed:
+                return None
+            fits.sort(key=lambda kg: kg[0])
+            out = [g for _, gpus in fits[:fixed] for g in gpus]
+            return tuple(sorted(out)) if fixed > 1 else tuple(out)
+        if fits:
+            return min(fits, key=lambda kg: kg[0])[1]
         return self._span(job, count, free, nodes, left)
 
     def _left(self, snapshot: ClusterSnapshot, nodes: dict[str, Node], free: FreeGpus
@@ -135,11 +148,12 @@ class Synergy:
         return max(want, 0)
 
     def _stranding(self, job: Job, count: int, node: Node, n_free: int,
-                   left: Sequence[float] | None) -> float:
-        """``max_r f_r - min_r f_r`` over the node's resources after placing ``job`` there."""
+                   left: Sequence[float] | None, total: int | None = None) -> float:
+        """``max_r f_r - min_r f_r`` over the node's resources after placing ``count`` of the
+        job's ``total`` GPUs (``count`` when None) there."""
         fractions = [(n_free - count) / len(node.gpu_ids)]
         if left is not None:
-            for need, cap, rest in zip(_need(job, node, count), _caps(node), left,
+            for need, cap, rest in zip(_need(job, node, total or count), _caps(node), left,
                                        strict=True):
                 if cap:
                     fractions.append((rest - need * count) / cap)
