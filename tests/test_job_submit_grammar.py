@@ -160,6 +160,11 @@ REJECTED = [
     ("blox:user=root", "unknown hint 'user'"),
     ("blox:jobid=1", "unknown hint 'jobid'"),
     ("blox:qos=high", "unknown hint 'qos'"),
+    # the node-count and GPU-type constraints come from Slurm's own request, never a comment
+    ("blox:nodes=1", "unknown hint 'nodes'"),
+    ("blox:nodes=", "unknown hint 'nodes'"),
+    ("blox:model=a,nodes=4", "unknown hint 'nodes'"),
+    ("blox:gpu_type=v100", "unknown hint 'gpu_type'"),
     ("blox:Model=a", "unknown hint 'Model'"),
     ("blox: model=a", "unknown hint in --comment"),
     ("blox:$(reboot)=1", "unknown hint in --comment"),
@@ -225,6 +230,8 @@ def test_long_comment_limit_counts_bytes() -> None:
     ("blox:managed;model=resnet50;iters=20000", ManagedMark(False, {})),  # unsorted
     ("blox:managed;iters=020", ManagedMark(False, {})),  # not normalized
     ("blox:managed;priority=1", ManagedMark(False, {})),
+    ("blox:managed;nodes=1", ManagedMark(False, {})),  # Slurm's request decides, not a mark
+    ("blox:managed;model=a;nodes=3", ManagedMark(False, {})),
     ("blox:managed;", ManagedMark(False, {})),
     ("blox:managed,failopen;model=a,iters=1", ManagedMark(True, {})),
 ])

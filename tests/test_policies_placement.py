@@ -1,7 +1,9 @@
-"""Exact logic of the built-in placement policies (first_fit, consolidated, scattered)."""
+"""Exact logic of the built-in placement policies (first_fit, consolidated, scattered), and
+of the ``nodes`` constraint (a Slurm ``--gres=gpu:N`` job) in every built-in placement."""
 
 from __future__ import annotations
 
+import pytest
 from _core_helpers import cluster, comp, free_of, pending, running, snapshot, started
 
 from blox_slurm.model import NodeState
@@ -9,13 +11,14 @@ from blox_slurm.round import decide
 from policies.placement.consolidated import Consolidated
 from policies.placement.first_fit import FirstFit
 from policies.placement.scattered import Scattered
+from policies.placement.synergy import Synergy
 
 
-def choose(policy, shape, busy: dict[int, list[int]], want: int, states=None):
+def choose(policy, shape, busy: dict[int, list[int]], want: int, states=None, hints=()):
     """``busy``: running job id -> GPUs it holds."""
     jobs = [running(jid, gpus) for jid, gpus in busy.items()]
     s = snapshot(shape, jobs, states=states)
-    return policy.choose(s, pending(99, want), want, free_of(s))
+    return policy.choose(s, pending(99, want, hints=tuple(hints)), want, free_of(s))
 
 
 def consolidated(spread: bool = False) -> Consolidated:
@@ -123,3 +126,68 @@ def test_scattered_in_a_round_starts_what_consolidated_cannot() -> None:
     d = decide(s, comp("fifo", placement="scattered", preemption="none"))
     assert started(d) == {3: (1, 2, 3, 6)}
     assert decide(s, comp("fifo", placement="consolidated", preemption="none")).start == ()
+
+
+# --------------------------------------------------------------------------- nodes constraint
+# The Slurm snapshot gives a job that asked for GPUs per node (``--gres=gpu:N``, ``-N k``) the
+# hint ("nodes", "k"): Slurm hands it N GPUs on EVERY node it is pinned to, so a placement
+# must use exactly k nodes with the same share on each, never spread it further.
+
+ALL = {"first_fit": FirstFit(), "consolidated": consolidated(),
+       "consolidated_spread": consolidated(spread=True), "scattered": Scattered(),
+       "synergy": Synergy(), "synergy_proportional": Synergy(Synergy.Params(mode="proportional"))}
+ONE_NODE = (("nodes", "1"),)
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_single_node_job_does_not_fit_two_half_free_nodes(name: str) -> None:
+    policy = ALL[name]
+    shape = cluster(4, 4)  # node1: 0-3, node2: 4-7
+    busy = {1: [0, 1], 2: [4, 5]}  # free: node1 2,3 | node2 6,7
+    assert choose(policy, shape, busy, 3, hints=ONE_NODE) is None
+    assert choose(policy, shape, busy, 2, hints=ONE_NODE) in ((2, 3), (6, 7))
+    if name != "consolidated":  # every other one spreads the same job without the hint
+        assert choose(policy, shape, busy, 3) is not None
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_single_node_job_goes_to_the_one_node_with_room(name: str) -> None:
+    policy = ALL[name]
+    shape = cluster(4, 4, 4)  # node1: 0-3, node2: 4-7, node3: 8-11
+    busy = {1: [0, 1], 2: [8, 9, 10]}  # free: node1 2 | node2 4 | node3 1
+    got = choose(policy, shape, busy, 3, hints=ONE_NODE)
+    assert got is not None and len(got) == 3 and set(got) <= {4, 5, 6, 7}
+    assert choose(policy, shape, busy, 4, hints=ONE_NODE) == (4, 5, 6, 7)
+    assert choose(policy, shape, busy, 5, hints=ONE_NODE) is None  # 7 free, no node has 5
+
+
+def test_single_node_job_takes_each_policys_usual_node() -> None:
+    shape = cluster(4, 4, 4)
+    busy = {1: [0], 2: [8, 9]}  # free: node1 1,2,3 | node2 4-7 | node3 10,11
+    assert choose(FirstFit(), shape, busy, 2, hints=ONE_NODE) == (1, 2)  # first with room
+    assert choose(consolidated(), shape, busy, 2, hints=ONE_NODE) == (10, 11)  # exact fit
+    assert choose(consolidated(), shape, busy, 3, hints=ONE_NODE) == (1, 2, 3)
+    assert choose(Scattered(), shape, busy, 2, hints=ONE_NODE) == (4, 5)  # emptiest node
+    assert choose(Synergy(), shape, busy, 2, hints=ONE_NODE) == (10, 11)  # best fit
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_job_bound_to_two_nodes_gets_its_share_on_each(name: str) -> None:
+    """``-N 2 --gres=gpu:2``: 4 GPUs, 2 on each of exactly 2 nodes."""
+    policy = ALL[name]
+    shape = cluster(4, 4, 4)
+    busy = {1: [0, 1, 2], 2: [8, 9]}  # free: node1 3 | node2 4-7 | node3 10,11
+    got = choose(policy, shape, busy, 4, hints=(("nodes", "2"),))
+    assert got is not None and len(got) == 4
+    per_node = sorted(sum(1 for g in got if g // 4 == n) for n in range(3))
+    assert per_node == [0, 2, 2]
+    assert choose(policy, shape, busy, 3, hints=(("nodes", "2"),)) is None  # uneven split
+    assert choose(policy, shape, busy, 6, hints=(("nodes", "3"),)) is None  # node1 has 1
+
+
+def test_nodes_constraint_in_a_round_waits_instead_of_spreading() -> None:
+    shape = cluster(4, 4)
+    jobs = [running(1, [0, 1]), running(2, [4, 5]),
+            pending(3, 3, submit=1.0, hints=ONE_NODE), pending(4, 3, submit=2.0)]
+    d = decide(snapshot(shape, jobs), comp(placement="scattered"))
+    assert set(started(d)) == {4}  # job 3 (one node) waits; job 4 may spread

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.model import JobState, NodeState
+from blox_slurm.model import Decisions, JobState, NodeState, Start
+from blox_slurm.slurm.apply import make_plan
 from blox_slurm.slurm.client import GresAlloc, JobUpdate, SlurmError, SlurmUnavailable
 from blox_slurm.slurm.parse import (
+    ParsedJob,
     expand_hostlist,
     job_from_json,
     job_from_scontrol,
@@ -258,3 +260,55 @@ def test_snapshot_without_partition_filter_and_defaults() -> None:
 
 def test_natural_node_order() -> None:
     assert sorted(["node10", "node2", "node1"], key=natural_key) == ["node1", "node2", "node10"]
+
+
+# ------------------------------------------------------------------ node-bound GPU requests
+# Slurm applies a per-node GPU request (--gres=gpu:N, --gpus-per-node) to every node of the
+# job's allocation, and ReqNodeList=<k nodes> makes that allocation k nodes: such a job is
+# bound to its requested node count (1 unless -N). Per job (--gpus=N) the total stays N.
+
+
+def test_parsed_jobs_know_whether_their_gpus_are_per_node() -> None:
+    jobs = {j.job_id: j for j in _jobs()}
+    assert all(isinstance(j, ParsedJob) for j in jobs.values())
+    # 1, 3, 5: --gres=gpu:..:N on one node; 2: -N 2 --gres=gpu:v100:3; 4: --gpus=6
+    assert {i: j.gpu_nodes for i, j in jobs.items()} == {1: 1, 2: 2, 3: 1, 4: 0, 5: 1}
+    lines = (FIX / "scontrol_show_job.txt").read_text().splitlines()
+    by_scontrol = {j.job_id: j.gpu_nodes for j in map(job_from_scontrol, lines) if j}
+    assert by_scontrol == {i: j.gpu_nodes for i, j in jobs.items() if i in by_scontrol}
+
+
+def test_snapshot_binds_per_node_gpu_jobs_to_their_node_count() -> None:
+    snap = build_snapshot(_jobs(), _nodes(), now=2e9)
+    jobs = {j.id: j for j in snap.jobs}
+    assert jobs[3].hint("nodes") == "1" and jobs[5].hint("nodes") == "1"
+    assert jobs[2].hint("nodes") == "2"
+    assert jobs[4].hint("nodes") is None  # --gpus=6: may span nodes
+    assert jobs[5].hints == (("gpu_type", "k80"), ("nodes", "1"))  # sorted (key, value)
+
+
+def test_store_hints_cannot_set_or_clear_the_slurm_constraints() -> None:
+    """The store's hints are the user's --comment hints: whatever they hold, ``nodes`` (and
+    ``gpu_type``) are Slurm's request, rebuilt every snapshot."""
+    forged = {"nodes": "4", "gpu_type": "a100", "model": "resnet50"}
+    extras = {i: JobExtras(hints=forged) for i in (3, 4)}
+    jobs = {j.id: j for j in build_snapshot(_jobs(), _nodes(), now=2e9, extras=extras).jobs}
+    assert jobs[3].hints == (("model", "resnet50"), ("nodes", "1"))  # not cleared, not 4
+    assert jobs[4].hints == (("model", "resnet50"),)  # per-job request: not set either
+
+
+def _pending_world():  # type: ignore[no-untyped-def]
+    """The fixture cluster with only job 3 (pending, held, --gres=gpu:2 on one node)."""
+    jobs = [j for j in _jobs() if j.job_id == 3]
+    return build_snapshot(jobs, _nodes(), ["blox"], now=2e9), {j.job_id: j for j in jobs}
+
+
+def test_plan_refuses_to_pin_a_single_node_job_over_two_nodes() -> None:
+    snap, managed = _pending_world()
+    assert managed[3].held
+    spread = Decisions(start=(Start(3, (0, 4)),))  # node1 + node2: Slurm would give it 4
+    plan = make_plan(managed, spread, snap)
+    assert plan.release == {} and 3 in plan.refused and "2 (node1,node2)" in plan.refused[3]
+    assert not plan.empty
+    one = make_plan(managed, Decisions(start=(Start(3, (4, 5)),)), snap)
+    assert one.release == {("node2",): (3,)} and one.refused == {}
