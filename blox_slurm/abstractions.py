@@ -83,11 +83,10 @@ def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, 
     """The first ``count`` GPUs taken from ``groups`` (per-node free lists) in the order
     given, spanning nodes; ``None`` when they hold fewer."""
     out: list[GpuId] = []
-    for gpus in groups:
-        if gpus:
-            out.extend(gpus[: count - len(out)])
-            if len(out) == count:
-                return tuple(out)
+    for gpus in filter(None, groups):  # skips full nodes in C: most of a busy cluster
+        out.extend(gpus[: count - len(out)])
+        if len(out) == count:
+            return tuple(out)
     return None
 
 
@@ -128,7 +127,12 @@ class SchedulingPolicy(Protocol):
     # simulator may skip rounds in which nothing happened only for time-independent policies.
     time_dependent: ClassVar[bool]
 
-    def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule: ...
+    def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
+        """Rank ``jobs``. A policy may also set ``keyed = True`` (optional, default false)
+        when its order is a sort by a key of each job and the snapshot alone, and its GPU
+        counts, types and marks for a job ignore the other jobs: then ordering any subset
+        gives the full order restricted to it, and a round may rank only the pending jobs."""
+        ...
 
 
 @runtime_checkable

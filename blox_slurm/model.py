@@ -159,6 +159,9 @@ class ClusterSnapshot:
     # Optional index a world may keep incrementally: free GPU ids of every UP node, in node
     # order. Must agree with ``jobs``; without it the round derives it from the allocations.
     free: Mapping[str, tuple[GpuId, ...]] | None = None
+    # Optional index: the jobs of ``jobs`` that hold no GPUs, in ``jobs`` order. Lets a round
+    # find the few waiting jobs without a pass over hundreds of running ones.
+    pending: tuple[Job, ...] | None = None
 
     @property
     def total_gpus(self) -> int:

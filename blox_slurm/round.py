@@ -24,7 +24,7 @@ from dataclasses import replace
 from itertools import filterfalse
 from operator import attrgetter
 
-from .abstractions import FreeGpus
+from .abstractions import ClusterView, FreeGpus
 from .composition import Composition
 from .model import ClusterSnapshot, Decisions, Job, Start
 
@@ -39,7 +39,11 @@ def _typed(job: Job, gpu_type: str) -> Job:
     return replace(job, hints=tuple(sorted(hints.items())))
 
 
-def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) -> Decisions:
+def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
+           rank_all: bool = True) -> Decisions:
+    """The round's decisions. ``explain`` fills ``Decisions.reasons``. ``rank_all=False`` is
+    for a world that never reads ``Decisions.order`` (the simulator): the engine may then rank
+    only the pending jobs (see :func:`_pending_only`), and ``order`` lists just those."""
     comp = comp.for_round(snapshot)
     view = comp.cluster.manage(snapshot)
     forced: dict[int, Job] = {}
@@ -48,9 +52,16 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         forced = {j.id: j for j in snapshot.jobs if j.running and j.id in wanted_out}
 
     jobs = snapshot.jobs
-    waiting = [j for j in filterfalse(_admitted, jobs) if not j.gpus]  # gpus <=> running
+    pending = snapshot.pending
+    if pending is None:
+        pending = [j for j in jobs if not j.gpus]  # gpus <=> running
+    waiting = list(filterfalse(_admitted, pending))
     admit = tuple(comp.admission.admit(snapshot, waiting)) if waiting else ()
     admitted = set(admit)
+    if not (rank_all or explain or forced) and getattr(comp.scheduling, "keyed", False):
+        quick = _pending_only(snapshot, comp, view, pending, admit, admitted)
+        if quick is not None:
+            return quick
     if not forced and len(admitted) == len(waiting):
         active: Sequence[Job] = jobs  # the common case: everyone is in the scheduler's view
     else:
@@ -165,3 +176,36 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False) 
         reasons=reasons,
         composition=comp.name,
     )
+
+
+def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterView,
+                  pending: Sequence[Job], admit: tuple[int, ...],
+                  admitted: set[int]) -> Decisions | None:
+    """The round when every pending job fits where it is ranked, or ``None`` to walk it all.
+
+    With a ``keyed`` scheduler the order of the pending jobs alone is the full order
+    restricted to them, and the walk changes nothing between two pending jobs (running ones
+    keep their GPUs). So if each pending job, in that order, gets GPUs from placement, the
+    full walk would start exactly these jobs on exactly these GPUs and stop nobody; ranking
+    the hundreds of running jobs is only needed when someone does not fit (preemption,
+    strict order). The common round of a cluster with spare GPUs then costs O(pending).
+    """
+    queue = [j for j in pending if j.admitted or j.id in admitted]
+    schedule = comp.scheduling.order(snapshot, queue)
+    alloc, types = schedule.gpus, schedule.types
+    placement = comp.placement
+    free = FreeGpus.of(snapshot, view.unschedulable)
+    starts: list[Start] = []
+    for job in schedule.order:
+        want = alloc.get(job.id, job.num_gpus)
+        if want > free.count:
+            return None
+        gpus = placement.choose(snapshot, _typed(job, types[job.id]) if job.id in types else job,
+                                want, free)
+        if gpus is None:
+            return None
+        free.take(gpus)
+        starts.append(Start(job.id, gpus))
+    return Decisions(admit=admit, start=tuple(starts), order=tuple(map(_id, schedule.order)),
+                     drain=view.drain, flag=view.flag, marks=schedule.marks,
+                     composition=comp.name)

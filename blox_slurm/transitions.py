@@ -37,7 +37,7 @@ def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
     """Running on ``gpus`` from ``t``; progress begins after ``restart_cost`` if it was
     preempted before (restoring a checkpoint)."""
     return _evolve(
-        job, state=JobState.RUNNING, gpus=gpus, run_since=t,
+        job, state=JobState.RUNNING, admitted=True, gpus=gpus, run_since=t,
         work_since=t + (restart_cost if job.preemptions else 0.0), rate=rate, last_event=t,
         first_start=t if job.first_start is None else job.first_start)
 

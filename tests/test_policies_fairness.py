@@ -189,9 +189,9 @@ def _usage_seen(wl: Workload, scheduling: str, cfg: SimConfig) -> dict[float, di
     seen: dict[float, dict] = {}
     real = simulator_module.decide
 
-    def spy(snap, c, explain=False):
+    def spy(snap, c, **kw):
         seen[snap.now] = dict(snap.usage)
-        return real(snap, c, explain)
+        return real(snap, c, **kw)
 
     with mock.patch.object(simulator_module, "decide", spy):
         Simulator(wl, comp(scheduling), cluster(1), cfg).run()

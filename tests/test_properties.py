@@ -60,8 +60,8 @@ def simulate_recording(c, shape, wl, cfg):
     events: list[tuple[float, str, int, tuple[int, ...]]] = []
     real = simulator_module.decide
 
-    def spy(snapshot, comp, explain=False):
-        d = real(snapshot, comp, explain)
+    def spy(snapshot, comp, **kw):
+        d = real(snapshot, comp, **kw)
         if comp is not c:
             return d  # a synthesizer's forks run simulators too: only the real world counts
         for jid in d.preempt:

@@ -266,3 +266,52 @@ def test_decisions_are_valid_pure_and_independent_of_explain(s: ClusterSnapshot)
                 beneficiary = int(why.split()[3])
                 assert rank[victim] > rank[beneficiary], name
     assert s == before
+
+
+KEYED = {name: c for name, c in COMPS.items() if getattr(c.scheduling, "keyed", False)}
+
+
+def test_the_per_job_key_schedulers_say_so() -> None:
+    """The fast path below is only as good as these declarations: a wrong ``keyed = True``
+    (Gavel, Optimus, Themis and fair share rank jobs against each other) would change
+    simulation results silently."""
+    keyed = {type(c.scheduling).__name__ for c in KEYED.values()}
+    assert keyed == {"Fifo", "Las", "Srtf", "Tiresias"}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(), st.data())
+def test_a_keyed_scheduler_orders_any_subset_as_the_whole(s: ClusterSnapshot, data) -> None:
+    subset = data.draw(st.lists(st.sampled_from(s.jobs), unique_by=lambda j: j.id)
+                       if s.jobs else st.just([]))
+    for name, c in KEYED.items():
+        whole = c.scheduling.order(s, s.jobs)
+        part = c.scheduling.order(s, subset)
+        ids = {j.id for j in subset}
+        assert [j.id for j in part.order] == [j.id for j in whole.order if j.id in ids], name
+        assert set(part.marks) == {m for m in whole.marks if m[0] in ids}, name
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_ranking_only_pending_jobs_decides_the_same_round(s: ClusterSnapshot) -> None:
+    """``rank_all=False`` (what the simulator asks) may skip ranking running jobs; the starts,
+    preemptions, admissions and marks must be exactly the full round's, with or without the
+    world's pending index, for every composition."""
+    indexed = replace(s, pending=tuple(j for j in s.jobs if not j.gpus))
+    for name, c in COMPS.items():
+        full = decide(s, c)
+        for snap in (s, indexed):
+            quick = decide(snap, c, rank_all=False)
+            assert (quick.start, quick.preempt, quick.admit, quick.marks, quick.drain) == (
+                full.start, full.preempt, full.admit, full.marks, full.drain), name
+            assert set(quick.order) <= set(full.order), name
+
+
+def test_a_round_where_a_pending_job_does_not_fit_still_preempts_with_rank_all_false() -> None:
+    """The fast path hands over to the full walk as soon as one pending job does not fit."""
+    s = snapshot(cluster(2), [running(1, (0, 1), since=0.0), pending(2, submit=10.0)],
+                 now=5000.0)
+    d = decide(s, comp("las"), rank_all=False)
+    assert d.preempt == (1,) and [st_.job_id for st_ in d.start] == [2]
+    assert d.order == (2, 1)  # the full walk ranked everyone

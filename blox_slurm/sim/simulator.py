@@ -156,12 +156,16 @@ class Simulator:
         time_dependent = comp.time_dependent
 
         active: dict[int, Job] = {}
+        # The jobs of ``active`` without GPUs, in ``active`` order: the snapshot's pending
+        # index. A preempted job re-enters at the end, so the order is repaired before the
+        # next snapshot (``requeued``).
+        queued: dict[int, Job] = {}
+        requeued = False
         finish_at: dict[int, float] = {}
         heap: list[tuple[float, int]] = []
         records: list[JobRecord] = []
         util: list[tuple[float, int]] = [(0.0, 0)]
         busy = 0
-        pending = 0
         done_goal = 0
         rounds = decisions = 0
         i = 0
@@ -182,7 +186,7 @@ class Simulator:
             for job in self.start.jobs:
                 active[job.id] = job
                 if not job.gpus:
-                    pending += 1
+                    queued[job.id] = job
                     continue
                 take(job.id, job.gpus)
                 busy += len(job.gpus)
@@ -215,10 +219,9 @@ class Simulator:
                 break
             while i < n_specs and specs[i].submit_time <= t:
                 s = specs[i]
-                active[s.id] = Job(
+                active[s.id] = queued[s.id] = Job(
                     s.id, s.submit_time, s.num_gpus, s.user, s.account, s.model, s.duration,
                     s.cpus, s.memory_mb, last_event=s.submit_time)
-                pending += 1
                 i += 1
                 dirty = True
             if progress is not None and dirty:
@@ -228,26 +231,35 @@ class Simulator:
             if not active and i >= n_specs:
                 break
 
-            if dirty or (time_dependent and pending):
+            if dirty or (time_dependent and queued):
                 rounds += 1
+                if requeued:
+                    queued = {jid: active[jid] for jid in active if jid in queued}
+                    requeued = False
                 snap = ClusterSnapshot(t, self.nodes, self.gpus, tuple(active.values()),
-                                       throughput=model, usage=usage.at(t), free=free)
-                d = decide(snap, comp)
+                                       throughput=model, usage=usage.at(t), free=free,
+                                       pending=tuple(queued.values()))
+                d = decide(snap, comp, rank_all=False)
                 decisions += 1
                 if not d.empty:
-                    # Apply: admissions, then preemptions (freeing GPUs), then starts.
+                    # Apply: admissions, then preemptions (freeing GPUs), then starts. A job
+                    # admitted and started in the same round is admitted by the start.
+                    starting = {st.job_id for st in d.start} if d.admit else ()
                     for jid in d.admit:
-                        active[jid] = transitions.admit(active[jid])
+                        if jid not in starting:
+                            active[jid] = queued[jid] = transitions.admit(active[jid])
                     for jid, key, value in d.marks:
-                        active[jid] = transitions.mark(active[jid], ((key, value),))
+                        active[jid] = job = transitions.mark(active[jid], ((key, value),))
+                        if jid in queued:
+                            queued[jid] = job
                     for jid in d.preempt:
                         job = self._check(active, jid, JobState.RUNNING, t)
                         usage.add(job, t)
                         release(job.gpus)
                         busy -= len(job.gpus)
-                        pending += 1
                         del finish_at[jid]
-                        active[jid] = transitions.preempt(job, t)
+                        active[jid] = queued[jid] = transitions.preempt(job, t)
+                        requeued = True
                     for st in d.start:
                         job = self._check(active, st.job_id, JobState.PENDING, t)
                         take(st.job_id, st.gpus)
@@ -259,7 +271,7 @@ class Simulator:
                             raise SimulationError(f"t={t}: job {job.id} would make no progress "
                                                   f"on {n} GPU(s) of type {sorted(types)}")
                         busy += n
-                        pending -= 1
+                        del queued[job.id]
                         active[job.id] = job = transitions.start(job, st.gpus, t, rate,
                                                                  cfg.restart_cost)
                         finish_at[job.id] = ft = self._finish_time(job, t)

@@ -18,6 +18,7 @@ class Fifo:
     """First in, first out by submit time (ties by job id); never reorders running jobs."""
 
     time_dependent = False
+    keyed = True  # a sort by a per-job key: see SchedulingPolicy
 
     def __init__(self, params: object = None) -> None:
         pass

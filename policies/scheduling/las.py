@@ -12,6 +12,7 @@ class Las:
     """Least attained service first (GPU x seconds received), preemptive; ties by arrival."""
 
     time_dependent = True  # running jobs accumulate service, so waiting ones overtake them
+    keyed = True  # a sort by a per-job key: see SchedulingPolicy
 
     def __init__(self, params: object = None) -> None:
         pass

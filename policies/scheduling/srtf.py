@@ -15,6 +15,7 @@ class Srtf:
     # A running job's remaining time only shrinks and a waiting job's is fixed, so the order
     # between them cannot flip with time alone: decisions change only on arrivals/completions.
     time_dependent = False
+    keyed = True  # a sort by a per-job key: see SchedulingPolicy
 
     def __init__(self, params: object = None) -> None:
         pass

@@ -33,6 +33,7 @@ class Tiresias:
     """
 
     time_dependent = True
+    keyed = True  # a sort by a per-job key: see SchedulingPolicy
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
