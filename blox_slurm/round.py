@@ -52,9 +52,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         forced = {j.id: j for j in snapshot.jobs if j.running and j.id in wanted_out}
 
     jobs = snapshot.jobs
-    pending = snapshot.pending
-    if pending is None:
-        pending = [j for j in jobs if not j.gpus]  # gpus <=> running
+    pending: Sequence[Job] = (snapshot.pending if snapshot.pending is not None
+                              else [j for j in jobs if not j.gpus])  # gpus <=> running
     waiting = list(filterfalse(_admitted, pending))
     admit = tuple(comp.admission.admit(snapshot, waiting)) if waiting else ()
     admitted = set(admit)
