@@ -45,10 +45,10 @@ class FreeGpus:
         incrementally); otherwise derives it from the running jobs' allocations.
         """
         if snapshot.free is not None:
-            by_node = dict(snapshot.free)
+            twin = snapshot.free.copy()  # keeps its count: no pass over the nodes
             for name in exclude:
-                by_node.pop(name, None)
-            return cls(by_node, snapshot.gpus)
+                twin.count -= len(twin.by_node.pop(name, ()))
+            return twin
         busy = {g for job in snapshot.jobs for g in job.gpus}
         up = NodeState.UP
         by_node = {
@@ -70,13 +70,15 @@ class FreeGpus:
         self.count -= len(gpus)
 
     def give(self, gpus: Sequence[GpuId]) -> None:
-        """Return GPUs of a preempted job (only those on nodes still schedulable)."""
-        for g in gpus:
-            node = self._gpus[g].node
+        """Return GPUs of a preempted or finished job (only those on nodes still
+        schedulable)."""
+        gpus_ = self._gpus
+        for node in {gpus_[g].node for g in gpus}:
             free = self.by_node.get(node)
             if free is not None:
-                self.by_node[node] = tuple(sorted((*free, g)))
-                self.count += 1
+                back = [g for g in gpus if gpus_[g].node == node]
+                self.by_node[node] = tuple(sorted((*free, *back)))
+                self.count += len(back)
 
 
 def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, ...] | None:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from .abstractions import FreeGpus
 from .composition import Composition
 from .controller_config import ControllerConfig
 from .model import ClusterSnapshot, Decisions, GpuSample
@@ -132,7 +133,8 @@ class Controller:
         snap = build_snapshot(managed.values(), nodes, self.cfg.partitions, now=now,
                               extras=self.store.extras(now),
                               usage=self.store.usage(now, self.cfg.usage_half_life))
-        return replace(snap, free=_free_index(snap, nodes), telemetry=self._samples(snap, now))
+        return replace(snap, free=FreeGpus(_free_index(snap, nodes), snap.gpus),
+                       telemetry=self._samples(snap, now))
 
     def _samples(self, snap: ClusterSnapshot, now: float) -> tuple[GpuSample, ...]:
         """The telemetry window, with agents' (node, local index) turned into GPU ids; newly

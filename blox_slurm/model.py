@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # throughput.py imports this module
+if TYPE_CHECKING:  # both modules import this one
+    from .abstractions import FreeGpus
     from .throughput import ThroughputModel
 
 GpuId = int
@@ -156,9 +157,10 @@ class ClusterSnapshot:
     # Decayed historical GPU-seconds of finished runs (completed or preempted), maintained by
     # the world for fair share, keyed by :func:`usage_key` (``"user:alice"``, ``"account:ml"``).
     usage: Mapping[str, float] = field(default_factory=dict)
-    # Optional index a world may keep incrementally: free GPU ids of every UP node, in node
-    # order. Must agree with ``jobs``; without it the round derives it from the allocations.
-    free: Mapping[str, tuple[GpuId, ...]] | None = None
+    # Optional index a world may keep incrementally: the free GPUs of every UP node (the round
+    # works on a copy). Must agree with ``jobs``; without it the round derives it from the
+    # allocations.
+    free: FreeGpus | None = None
     # Optional index: the jobs of ``jobs`` that hold no GPUs, in ``jobs`` order. Lets a round
     # find the few waiting jobs without a pass over hundreds of running ones.
     pending: tuple[Job, ...] | None = None

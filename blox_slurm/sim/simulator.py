@@ -21,6 +21,7 @@ import time as _time
 from collections.abc import Callable
 
 from .. import transitions
+from ..abstractions import FreeGpus
 from ..composition import Composition
 from ..model import ClusterSnapshot, Gpu, Job, JobState, Node, NodeState, usage_key
 from ..round import decide
@@ -54,6 +55,7 @@ class DecayedUsage:
         self.half_life = half_life
         self.t = t
         self.values: dict[str, float] = {}
+        self._keys: dict[tuple[str, str], tuple[str, str]] = {}  # (user, account) -> keys
 
     def add(self, job: Job, at: float) -> None:
         """Count ``job``'s current run, ended at ``at``, for its user and account."""
@@ -63,8 +65,14 @@ class DecayedUsage:
         if (at - self.t) / self.half_life > self._MAX_PRESCALE:
             self.at(at)
         scaled = gpu_seconds * 2.0 ** ((at - self.t) / self.half_life)
-        for key in (usage_key("user", job.user), usage_key("account", job.account)):
-            self.values[key] = self.values.get(key, 0.0) + scaled
+        party = (job.user, job.account)
+        keys = self._keys.get(party)
+        if keys is None:
+            keys = self._keys[party] = (usage_key("user", job.user),
+                                        usage_key("account", job.account))
+        values = self.values
+        for key in keys:
+            values[key] = values.get(key, 0.0) + scaled
 
     def at(self, t: float) -> dict[str, float]:
         """The decayed values at ``t`` (a copy: snapshots are immutable)."""
@@ -130,17 +138,21 @@ class Simulator:
         gpu_node = [g.node for g in self.gpus]
         gpu_type = [g.type for g in self.gpus]
         owner: list[int | None] = [None] * len(self.gpus)
+        start_jobs = self.start.jobs if self.start is not None else ()
+        for job in start_jobs:
+            for g in job.gpus:
+                if owner[g] is not None:
+                    raise SimulationError(f"start state: GPU {g} held by jobs {owner[g]} and "
+                                          f"{job.id}")
+                owner[g] = job.id
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
-        free: dict[str, tuple[int, ...]] = {n.name: n.gpu_ids for n in self.nodes
-                                            if n.state is NodeState.UP}
+        free = FreeGpus({n.name: tuple(g for g in n.gpu_ids if owner[g] is None)
+                         for n in self.nodes if n.state is NodeState.UP}, self.gpus)
 
         def release(gpus: tuple[int, ...]) -> None:
             for g in gpus:
                 owner[g] = None
-            for node in {gpu_node[g] for g in gpus}:
-                if node in free:
-                    free[node] = tuple(sorted((*free[node],
-                                               *(g for g in gpus if gpu_node[g] == node))))
+            free.give(gpus)
 
         def take(job_id: int, gpus: tuple[int, ...]) -> None:
             for g in gpus:
@@ -148,10 +160,7 @@ class Simulator:
                     raise SimulationError(f"t={t}: GPU {g} given to job {job_id} but job "
                                           f"{owner[g]} holds it")
                 owner[g] = job_id
-            taken = set(gpus)
-            for node in {gpu_node[g] for g in gpus}:
-                if node in free:
-                    free[node] = tuple(g for g in free[node] if g not in taken)
+            free.take(gpus)
 
         time_dependent = comp.time_dependent
 
@@ -183,12 +192,11 @@ class Simulator:
             t = self.start.now
             usage = DecayedUsage(cfg.usage_half_life, t)
             usage.values = dict(self.start.usage)
-            for job in self.start.jobs:
+            for job in start_jobs:
                 active[job.id] = job
                 if not job.gpus:
                     queued[job.id] = job
                     continue
-                take(job.id, job.gpus)
                 busy += len(job.gpus)
                 finish_at[job.id] = ft = self._finish_time(job, t)
                 heapq.heappush(heap, (ft, job.id))
@@ -198,7 +206,8 @@ class Simulator:
         while True:
             # At the cut, completions up to max_time still count (a fork's horizon is exact).
             cut = t > max_time
-            while heap and heap[0][0] <= min(t, max_time):
+            upto = max_time if cut else t
+            while heap and heap[0][0] <= upto:
                 ft, jid = heapq.heappop(heap)
                 if finish_at.get(jid) != ft:
                     continue  # superseded by a preemption
@@ -266,7 +275,8 @@ class Simulator:
                         n = len(st.gpus)
                         types = {gpu_type[g] for g in st.gpus}
                         spans = len({gpu_node[g] for g in st.gpus})
-                        rate = min(model.rate(job, n, spans, ty) for ty in types)
+                        rate = (model.rate(job, n, spans, *types) if len(types) == 1
+                                else min(model.rate(job, n, spans, ty) for ty in types))
                         if rate <= 0:
                             raise SimulationError(f"t={t}: job {job.id} would make no progress "
                                                   f"on {n} GPU(s) of type {sorted(types)}")
