@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import ClassVar, Protocol, runtime_checkable
 
 from .model import ClusterSnapshot, Decisions, Drain, Gpu, GpuId, Job, NodeState
@@ -64,9 +65,10 @@ class FreeGpus:
         return twin
 
     def take(self, gpus: Sequence[GpuId]) -> None:
-        taken = set(gpus)
+        gone = set(gpus).__contains__
+        by_node = self.by_node
         for node in {self._gpus[g].node for g in gpus}:
-            self.by_node[node] = tuple(g for g in self.by_node[node] if g not in taken)
+            by_node[node] = tuple(filterfalse(gone, by_node[node]))
         self.count -= len(gpus)
 
     def give(self, gpus: Sequence[GpuId]) -> None:
