@@ -13,6 +13,11 @@ The engine walks the scheduler's priority order once:
 Walking the order instead of Blox's "take the top-N jobs that fit by GPU count, preempt the
 rest" is what lets consolidation and fragmentation matter: a job the count says fits may not
 fit any node, and then nothing is preempted for it. With 1-GPU jobs the two are identical.
+
+Cost: a world that does not read ``Decisions.order`` (the simulator, ``rank_all=False``) and a
+scheduler that ranks by a per-job key (``keyed``) get the round in O(pending jobs) whenever
+every pending job fits where it is ranked -- the usual round of a cluster with spare GPUs;
+otherwise, and always for the controller, the whole order is walked as above.
 """
 
 from __future__ import annotations
