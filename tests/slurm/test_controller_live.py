@@ -230,3 +230,34 @@ def test_the_synthesizer_drives_real_slurm_and_the_audit_names_the_deciding_cand
         "SELECT composition FROM rounds WHERE error = ''")}
     assert deciders and deciders <= {"synth:fifo", "synth:srtf"}, deciders
     assert list(ctl.store.db.query("SELECT * FROM actions WHERE ok = 0")) == []
+
+
+def test_scattered_placement_keeps_a_per_node_gpu_job_on_one_node(world: dict) -> None:
+    """Scattered spreads a 2-GPU job 1+1 over the two emptiest nodes; pinned that way, Slurm
+    gave a ``--gres=gpu:2`` job 2 GPUs on EACH node (4 in all). With the snapshot's ``nodes``
+    hint it runs on one node with exactly 2; a ``--gpus=2`` (per job) job may still be spread,
+    and Slurm keeps its total at 2."""
+    emu, work = world["emu"], world["w"].work
+    client = emu.client()
+    write_heartbeat(world["heartbeat"])
+    cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0,
+                           store=str(world["base"] / "spread.db"),
+                           heartbeat=str(world["heartbeat"]), grace_seconds=3.0)
+    ctl = Controller(cfg, build({"name": "fifo+scattered", "scheduling": "fifo",
+                                 "placement": "scattered"}), client, Store(cfg.store))
+    per_node = submit_fake(world, "daemon", 2, 600)
+    per_job = client.submit(["--partition=blox", "--uid=bin", "--gpus=2", f"--chdir={work}/bin",
+                             "--output=/dev/null", "--wrap", "sleep 600"])
+    try:
+        def running() -> dict | None:
+            ctl.round()
+            jobs = {j.job_id: j for j in client.list_jobs()}
+            return jobs if all(jobs[i].active for i in (per_node, per_job)) else None
+        jobs = wait_for(running, 30, "both jobs to run")
+        alloc = jobs[per_node].gpu_alloc
+        assert len(alloc) == 1 and sum(a.count for a in alloc.values()) == 2, dict(alloc)
+        assert sum(a.count for a in jobs[per_job].gpu_alloc.values()) == 2, dict(
+            jobs[per_job].gpu_alloc)
+        assert len(jobs[per_job].gpu_alloc) == 2  # scattered spread it; Slurm kept the total
+    finally:
+        client.cancel([per_node, per_job])
