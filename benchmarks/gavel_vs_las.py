@@ -48,6 +48,9 @@ DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 CLUSTER = "v100:4x9,p100:4x9,k80:4x9"
 COMPOSITIONS: dict[str, str | dict[str, Any]] = {
     "gavel (max-min fairness)": "gavel",
+    "gavel, migrate = false": {"name": "gavel-confined",
+                               "scheduling": {"policy": "gavel", "migrate": False},
+                               "placement": {"policy": "consolidated", "spread_if_needed": True}},
     "las + first_fit": "las",
     "las + consolidated": {"name": "las-consolidated", "scheduling": "las",
                            "placement": {"policy": "consolidated", "spread_if_needed": True}},

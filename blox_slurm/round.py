@@ -2,7 +2,11 @@
 
 The engine walks the scheduler's priority order once:
 
-* a running job keeps its GPUs (it is never moved; preempting it is the only change);
+* a running job keeps its GPUs, unless it is preempted, or the scheduler chose a GPU type for
+  it (``Schedule.types``) other than the one it runs on: then, at its rank, it *moves* there if
+  placement finds it room on free GPUs of that type (nobody is preempted for a move). A move is
+  a preemption and a start of the same job in one decision (its old GPUs are free for the jobs
+  ranked below); each world carries it out as a checkpoint and a restart on the new GPUs;
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
@@ -85,10 +89,18 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     # pending positions alone keeps a round cheap when hundreds of jobs run.
     pending_pos = [i for i, j in enumerate(order) if not j.gpus]
     n_running = len(order) - len(pending_pos)
+    walk = pending_pos
+    if types:  # running jobs the scheduler wants on another type take part in the walk
+        gpus_ = snapshot.gpus
+        move_pos = [i for i, j in enumerate(order) if j.gpus and j.id in types
+                    and any(gpus_[g].type != types[j.id] for g in j.gpus)]
+        if move_pos:
+            walk = sorted(pending_pos + move_pos)
     running: list[Job] | None = None  # running jobs in rank order, built on first need
     running_pos: list[int] = []
     rank: dict[int, int] = {}  # running job id -> its position in the order
     preempted: dict[int, int] = {}  # victim id -> job it made room for
+    moved: list[int] = []  # running jobs moved to the type the scheduler chose
     victims_due: list[tuple[int, Job]] = []  # (rank position, victim): re-checked in rank order
     starts: list[Start] = []
     reasons: dict[int, str] = {}
@@ -100,25 +112,41 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
         stopped for may have found room elsewhere (placement chooses from the augmented free
         set), and a victim whose GPUs nobody used then keeps running. (A victim that would fit
-        on other leftover GPUs is not moved here: a decision never starts a running job; the
-        next round restarts it.)"""
+        on other leftover GPUs is not restarted here: the next round restarts it.)"""
         while victims_due and victims_due[0][0] < upto:
             _, v = heapq.heappop(victims_due)
             if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
                 del preempted[v.id]
                 free.take(v.gpus)
 
-    for k, pos in enumerate(pending_pos):
+    k = 0  # pending jobs walked so far
+    for pos in walk:
         job = order[pos]
         if victims_due and spare:
             spare_victims(pos)
         # Running jobs ranked below this one (preempted ones included: an upper bound).
-        running_below = n_running - (pos - k)
+        moving = bool(job.gpus)
+        running_below = n_running - (pos - k) - moving
+        k += not moving
         if not explain and free.count == 0 and running_below <= 0:
             break  # nothing is free and nothing below can be stopped: no later job can start
         if blocker is not None:
-            if explain:
+            if explain and not moving:
                 reasons[job.id] = f"strict order: waiting behind job {blocker.id}"
+            continue
+        if moving:
+            # Already stopped for a higher-ranked job: it restarts, pending, on its new type.
+            n = len(job.gpus)
+            if job.id not in preempted and n <= free.count:
+                gpus = placement.choose(snapshot, _typed(job, types[job.id]), n, free)
+                if gpus is not None:
+                    free.take(gpus)
+                    free.give(job.gpus)
+                    moved.append(job.id)
+                    starts.append(Start(job.id, gpus))
+                    if explain:
+                        reasons[job.id] = (f"moved to {types[job.id]}, the type its scheduler "
+                                           "chose: checkpointed and restarted there")
             continue
         want = alloc.get(job.id, job.num_gpus)
         placed = _typed(job, types[job.id]) if job.id in types else job
@@ -172,7 +200,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     return Decisions(
         admit=admit,
         start=tuple(starts),
-        preempt=tuple(preempted) + tuple(f for f in forced if f not in preempted),
+        preempt=(*preempted, *moved, *(f for f in forced if f not in preempted)),
         order=tuple(map(_id, order)),
         drain=view.drain,
         flag=view.flag,

@@ -10,7 +10,8 @@ import pytest
 from _core_helpers import pending, running, snapshot
 from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
-from blox_slurm.composition import load
+from blox_slurm import transitions
+from blox_slurm.composition import Composition, build, load
 from blox_slurm.model import build_cluster
 from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec, SimConfig
@@ -112,24 +113,54 @@ def test_mechanism_counts_time_per_type_in_marks_and_ranks_by_priority() -> None
     assert sched.marks == ((1, "gavel.on.v100", 300.0), (1, "gavel.seen", 400.0))
     # Each job's allocation is 2/3 v100 + 1/3 k80 (3 jobs, 3 GPUs, equal speedups). Jobs 2
     # and 3 never ran: infinite priority, the larger share (v100) first, so they claim both
-    # v100s; job 1 (got 300/400 of v100, owed 2/3: priority 0.89) only competes for the
-    # type it runs on, finds it claimed, and goes last: next round's victim and restart.
+    # v100s; job 1 (got 300/400 of v100, owed 2/3: priority 0.89) has infinite priority on
+    # the k80 it never ran on, but its (-inf, -1/3) pair sorts after theirs: it gets the k80.
     assert [j.id for j in sched.order] == [2, 3, 1]
-    assert sched.types == {2: "v100", 3: "v100"}
+    assert sched.types == {2: "v100", 3: "v100", 1: "k80"}
+    # The round: job 2 takes the free v100, job 3 preempts job 1 (ranked below it) for the
+    # other; job 1, stopped, does not move in this walk and restarts on the k80 next round.
+    d = decide(s, load("gavel"))
+    assert [(st.job_id, st.gpus) for st in d.start] == [(2, (2,)), (3, (1,))]
+    assert d.preempt == (1,)
+    # Confined to its type (migrate = false), job 1 competes only for the claimed v100s.
+    fixed = Gavel(Gavel.Params(migrate=False)).order(s, s.jobs)
+    assert [j.id for j in fixed.order] == [2, 3, 1] and fixed.types == {2: "v100", 3: "v100"}
 
 
-def test_an_uncontended_running_job_stays_on_its_slower_type() -> None:
-    # Documented limitation (not Gavel's mechanism, which re-places every job each round):
-    # the round engine never moves a running job, so job 1, alone on the k80 and owed all of
-    # its time on the (idle) v100s, keeps the k80 until another job claims it. This is what
-    # costs Gavel on the lightly loaded e13805 trace (docs/compositions.md, Gavel vs LAS).
+def _gavel(migrate: bool) -> Composition:
+    return build({"name": "gavel", "scheduling": {"policy": "gavel", "migrate": migrate},
+                  "placement": {"policy": "consolidated", "spread_if_needed": True}})
+
+
+def test_an_uncontended_running_job_moves_to_the_faster_idle_type() -> None:
+    # Job 1, alone on the k80 and owed all of its time on the (idle) v100s: Gavel gives it a
+    # v100 and the round moves it there, a preemption and a start of the same job, its k80
+    # left free. Confined (migrate = false) it keeps the k80 until another job claims it:
+    # that stranding cost Gavel the lightly loaded e13805 trace (docs/compositions.md).
     s = snapshot(SHAPE, [running(1, [0], submit=0.0, since=0.0)], now=360.0, throughput=SPEED)
     _, _, x, _ = Gavel().allocation(s, s.jobs)
     assert x[0].tolist() == pytest.approx([0.0, 1.0])  # all of its time on v100
-    sched = Gavel().order(s, s.jobs)
-    assert [j.id for j in sched.order] == [1] and sched.types == {}
-    d = decide(s, load("gavel"))
-    assert d.start == () and d.preempt == ()
+    assert Gavel().order(s, s.jobs).types == {1: "v100"}
+    d = decide(s, _gavel(True), explain=True)
+    assert d.preempt == (1,) and len(d.start) == 1 and d.start[0].job_id == 1
+    assert {s.gpus[g].type for g in d.start[0].gpus} == {"v100"}
+    assert "moved to v100" in d.reasons[1]
+    after = transitions.apply(s, d)  # carried out: on a v100, and the next round leaves it
+    assert after.jobs[0].gpus == d.start[0].gpus and after.jobs[0].preemptions == 1
+    assert decide(after, _gavel(True)).empty
+    assert Gavel(Gavel.Params(migrate=False)).order(s, s.jobs).types == {}
+    kept = decide(s, _gavel(False))
+    assert (kept.start, kept.preempt) == ((), ())
+
+
+def test_a_move_needs_free_gpus_of_its_new_type_and_stops_nobody() -> None:
+    # Job 2 (ranked below job 1) holds one v100, the other is down to job 3's: no free v100,
+    # so job 1 stays on its k80 and nobody is preempted for the move.
+    jobs = [running(1, [0], submit=0.0, since=0.0), running(2, [1], submit=50.0, since=50.0),
+            running(3, [2], submit=60.0, since=60.0)]
+    s = snapshot(SHAPE, jobs, now=360.0, throughput=SPEED)
+    d = decide(s, _gavel(True))
+    assert d.preempt == () and d.start == ()
 
 
 def test_same_throughput_on_every_type_reduces_to_fair_time_sharing() -> None:

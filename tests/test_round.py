@@ -82,8 +82,8 @@ REPLACE_VICTIMS = (
     "lower-ranked jobs in turn, so the next round does it. Here Tiresias stops job 2 for job "
     "5 and job 2 fits a GPU left over; the consolidated variant stops job 1 (2 GPUs) for job "
     "5, and next round job 1 stops job 2 below it. Documented by design in round.py (a "
-    "decision never starts a running job); the simulator runs a follow-up round after any "
-    "round that changed something.")
+    "decision starts a running job only to move it); the simulator runs a follow-up round "
+    "after any round that changed something.")
 
 
 @pytest.mark.parametrize("name", [
@@ -102,8 +102,9 @@ def test_decide_is_idempotent_once_its_decisions_are_applied(name) -> None:
     "decide() does not reconsider a job it preempted earlier in the same walk: here V (1 GPU) "
     "is stopped for P1, P2's own victim leaves 2 GPUs over, and V stays idle beside them -- "
     "the lower-ranked P3 even takes one -- until the next round restarts V. By design in "
-    "round.py (a decision never starts a running job); the simulator runs a follow-up round "
-    "after every round that changed something, so round-skipping stays exact."))
+    "round.py (a decision starts a running job only to move it to another GPU type); the "
+    "simulator runs a follow-up round after every round that changed something, so "
+    "round-skipping stays exact."))
 def test_a_job_preempted_in_a_round_is_not_left_idle_beside_free_gpus() -> None:
     shape = cluster(5)
     # FIFO ranks: P1 (t=1, 1 GPU) > P2 (t=3, 2 GPUs) > VC (t=4, 4 GPUs running) >
@@ -235,7 +236,9 @@ def snapshots(draw) -> ClusterSnapshot:
         else:
             jobs.append(Job(jid, submit, n, duration=duration, attained_base=base,
                             admitted=draw(st.booleans()), last_event=submit))
-    return ClusterSnapshot(now, nodes, gpus, tuple(jobs), throughput=ParametricThroughput())
+    # unequal types, so that Gavel moves running jobs between them
+    return ClusterSnapshot(now, nodes, gpus, tuple(jobs),
+                           throughput=ParametricThroughput(type_speed={"a": 1.0, "b": 0.3}))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -253,7 +256,10 @@ def test_decisions_are_valid_pure_and_independent_of_explain(s: ClusterSnapshot)
         taken: list[int] = []
         for st_ in d.start:
             j = jobs[st_.job_id]
-            assert not j.running and (j.admitted or j.id in d.admit), name
+            if j.running:  # a move (Gavel: another GPU type): stopped, restarted elsewhere
+                assert j.id in d.preempt and set(st_.gpus).isdisjoint(j.gpus), name
+            else:
+                assert j.admitted or j.id in d.admit, name
             assert len(st_.gpus) >= j.num_gpus, name  # Optimus may grow, nobody shrinks
             for g in st_.gpus:
                 assert s.gpus[g].node in up, name

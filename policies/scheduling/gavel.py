@@ -29,13 +29,14 @@ min within 1e-6 relative of its optimum. HiGHS solves both passes (warm-started)
 (time since submission) it ran on ``t``: a job short of its allocation gets priority > 1, one
 that never ran there infinity. Pairs are taken in priority order; a job gets the type of its
 first pair whose type still has ``g_j`` GPUs unclaimed this round, and the order is the order
-of assignment. Running jobs only compete for the type they run on (the round engine never moves
-a running job): a job that should move falls below the cut, is preempted by higher priorities
-and takes its new type when it restarts. Jobs left without a type follow, running ones first,
-and may use whatever GPUs are left (any type). Unlike Gavel, which re-places every job every
-round (migrating it at a checkpoint), a running job nobody contends for therefore never
-changes type, even when the LP re-solves and gives it idle, faster GPUs; at light load that
-strands jobs on slow types (docs/compositions.md, "Gavel vs LAS").
+of assignment. Jobs left without a type follow, running ones first, and may use whatever GPUs
+are left (any type). A running job competes for every type, as in Gavel, which re-places every
+job each round: given another type than the one it runs on, the round engine moves it there
+(a checkpoint and a restart, charged like a preemption) when that type has free GPUs for it;
+otherwise it keeps running where it is, or is preempted by higher priorities and takes its new
+type when it restarts. ``migrate = false`` confines a running job to its current type (it
+changes type only by being preempted): no move costs a restart, but at light load jobs stay
+stranded on slow types while faster ones idle (docs/compositions.md, "Gavel vs LAS").
 
 Time on each type is the policy's memory, kept by the world as marks: ``gavel.on.<type>``
 (seconds run there) and ``gavel.seen`` (when it was last counted). Each round adds, for every
@@ -174,9 +175,11 @@ class Gavel:
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
         objective: Objective = "max_min_fairness"
+        migrate: bool = True  # a running job may be given (and moved to) another type
 
     def __init__(self, params: Params | None = None) -> None:
-        self.objective = (params or self.Params()).objective
+        p = params or self.Params()
+        self.objective, self.migrate = p.objective, p.migrate
         # Memo of the last LP (a pure function of its key): the job set changes only at
         # arrivals and completions, so most rounds reuse it.
         self._memo: tuple[object, np.ndarray] | None = None
@@ -243,7 +246,7 @@ class Gavel:
             age = now - j.submit_time
             for ti, share in enumerate(row):
                 t = types[ti]
-                if share <= 1e-9 or (j.id in current and current[j.id] != t):
+                if share <= 1e-9 or (not self.migrate and current.get(j.id, t) != t):
                     continue
                 p = priority(share, on[j.id].get(t, 0.0), age)
                 best[j.id] = max(best.get(j.id, 0.0), p)
