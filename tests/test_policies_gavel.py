@@ -95,6 +95,20 @@ def test_a_job_that_fits_only_one_type_is_sent_there() -> None:
     assert x[0].tolist() == pytest.approx([0.0, 1.0])  # types sorted: k80, v100
 
 
+def test_a_job_that_asked_for_a_type_is_given_only_that_type_and_never_moved() -> None:
+    # Job 1 asked for a k80 (--gres=gpu:k80:1): the idle, 4x faster v100s are not its to
+    # take; Slurm could not run it there. Running on the k80, it stays.
+    k80 = (("gpu_type", "k80"),)
+    s = snapshot(SHAPE, [pending(1, 1, submit=0.0, hints=k80)], now=10.0, throughput=SPEED)
+    _, _, x, _ = Gavel().allocation(s, s.jobs)
+    assert x[0].tolist() == pytest.approx([1.0, 0.0])  # types sorted: k80, v100
+    assert Gavel().order(s, s.jobs).types == {1: "k80"}
+    on_k80 = snapshot(SHAPE, [running(1, [0], submit=0.0, since=0.0, hints=k80)], now=360.0,
+                      throughput=SPEED)
+    d = decide(on_k80, load("gavel"))
+    assert (d.start, d.preempt) == ((), ())
+
+
 def test_a_job_no_type_can_hold_goes_last_without_a_type() -> None:
     s = snapshot(SHAPE, [pending(1, 3, submit=0.0), pending(2, 1, submit=5.0)], now=10.0,
                  throughput=SPEED)

@@ -7,8 +7,8 @@ OSDI'20), as a pure scheduling policy.
     sum_t X[j,t] <= 1            sum_j g_j X[j,t] <= c_t (GPUs of type t)     X >= 0
     eff_j = sum_t thr[j,t] X[j,t]    (thr: the throughput model's rate, 1 = reference speed)
 
-``thr[j,t] = 0`` (a job that does not run on ``t``, or needs more GPUs than ``t`` has) pins
-``X[j,t] = 0``. The objectives:
+``thr[j,t] = 0`` (a job that does not run on ``t``, needs more GPUs than ``t`` has, or asked
+for another type: ``--gres=gpu:k80:1`` in Slurm, the ``gpu_type`` hint) pins ``X[j,t] = 0``. The objectives:
 
 * ``max_min_fairness``: maximize ``min_j eff_j / eq_j``. ``eq_j`` is the job's throughput under
   an equal share: ``1/N`` of each type it can run on (``N`` jobs), i.e. time fractions
@@ -197,8 +197,9 @@ class Gavel:
         largest = [max(sizes[t]) for t in types]
         rows, lp_jobs = [], []
         for j in jobs:
+            asked = j.hint("gpu_type")  # a type the user requested is the only one it can use
             row = [model.rate(j, j.num_gpus, 1 if j.num_gpus <= big else 2, t)
-                   if j.num_gpus <= cap else 0.0
+                   if j.num_gpus <= cap and asked in (None, t) else 0.0
                    for t, cap, big in zip(types, capacity, largest, strict=True)]
             if any(r > 0 for r in row):
                 rows.append(row)
