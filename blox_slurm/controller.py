@@ -77,6 +77,7 @@ class Controller:
         self.telemetry = telemetry
         self.metrics = metrics or MetricsRegistry()
         self.clock = clock
+        self.throughput = cfg.throughput.build()
         # newest telemetry sample already in the store, per (node, GPU index)
         self._stored_until: dict[tuple[str, int], float] = {}
 
@@ -134,7 +135,7 @@ class Controller:
                               extras=self.store.extras(now),
                               usage=self.store.usage(now, self.cfg.usage_half_life))
         return replace(snap, free=FreeGpus(_free_index(snap, nodes), snap.gpus),
-                       telemetry=self._samples(snap, now))
+                       telemetry=self._samples(snap, now), throughput=self.throughput)
 
     def _samples(self, snap: ClusterSnapshot, now: float) -> tuple[GpuSample, ...]:
         """The telemetry window, with agents' (node, local index) turned into GPU ids; newly

@@ -7,6 +7,9 @@
     heartbeat = "/var/lib/blox-slurm/heartbeat"
     composition = "tiresias"        # or put [scheduling]/[placement]/... in this file
 
+    [controller.throughput]         # optional: GPU types' speeds, for Gavel
+    type_speed = {v100 = 1.0, k80 = 0.3}
+
 Validated strictly (unknown keys are errors), so a typo never silently changes behaviour.
 """
 
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import registry
 from .composition import Composition, CompositionError, build, load
+from .throughput import ThroughputSpec
 from .tomlfile import read_toml
 
 
@@ -53,6 +57,8 @@ class ControllerConfig(BaseModel):
     telemetry_retention: float = Field(default=86400.0, gt=0, allow_inf_nan=False)
     # Half-life of the per-user usage fair-share policies see (the store's ended runs).
     usage_half_life: float = Field(default=7 * 86400.0, gt=0, allow_inf_nan=False)
+    # How fast jobs run per GPU type ([controller.throughput]): what Gavel and Optimus weigh.
+    throughput: ThroughputSpec = Field(default_factory=ThroughputSpec)
 
     @field_validator("partitions")
     @classmethod
@@ -78,6 +84,10 @@ def load_config(path: str | Path) -> tuple[ControllerConfig, Composition]:
             loc = ".".join(str(x) for x in err["loc"]) or "(table)"
             lines.append(f"  {loc}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
+    try:
+        cfg.throughput.build()  # a missing or malformed table fails here, not in round 1
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{p}: [controller.throughput]: {exc}") from None
     try:
         for policy_file in cfg.policy_paths:
             registry.load_policy_file(policy_file)

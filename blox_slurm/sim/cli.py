@@ -15,11 +15,11 @@ from rich.table import Table
 from .. import registry
 from ..cli_errors import exit_codes
 from ..composition import CompositionError, bundled_names, load, read
+from ..throughput import ThroughputSpec
 from ..workloads.schema import WorkloadError
 from .config import ClusterSpec, SimConfig
 from .experiment import (
     Experiment,
-    ThroughputSpec,
     WorkloadSpec,
     load_runs,
     run,

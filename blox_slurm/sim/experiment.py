@@ -13,13 +13,13 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import registry
 from ..composition import build
-from ..throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from ..throughput import ThroughputSpec
 from ..workloads import generate, load_workload
 from ..workloads.schema import Workload
 from .config import ClusterSpec, SimConfig
@@ -44,26 +44,6 @@ class WorkloadSpec(BaseModel):
         if self.path is None:
             return generate(**self.generator)
         return load_workload(self.path, self.format, self.skip_bad_rows, **opts)
-
-
-class ThroughputSpec(BaseModel):
-    """``parametric`` (built-in scaling model) or ``gavel`` (measured table at ``path``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["parametric", "gavel"] = "parametric"
-    path: str | None = None
-    reference_type: str = "v100"
-
-    def build(self) -> ThroughputModel:
-        if self.kind == "parametric":
-            return DEFAULT_THROUGHPUT
-        from ..workloads.gavel_throughput import GavelThroughput
-
-        if not self.path:
-            raise ValueError("throughput kind 'gavel' needs the path of "
-                             "simulation_throughputs.json")
-        return GavelThroughput(self.path, reference_type=self.reference_type,
-                               fallback=DEFAULT_THROUGHPUT)
 
 
 class Experiment(BaseModel):

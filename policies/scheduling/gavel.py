@@ -8,7 +8,8 @@ OSDI'20), as a pure scheduling policy.
     eff_j = sum_t thr[j,t] X[j,t]    (thr: the throughput model's rate, 1 = reference speed)
 
 ``thr[j,t] = 0`` (a job that does not run on ``t``, needs more GPUs than ``t`` has, or asked
-for another type: ``--gres=gpu:k80:1`` in Slurm, the ``gpu_type`` hint) pins ``X[j,t] = 0``. The objectives:
+for another type: ``--gres=gpu:k80:1`` in Slurm, the ``gpu_type`` hint) pins ``X[j,t] = 0``.
+The objectives:
 
 * ``max_min_fairness``: maximize ``min_j eff_j / eq_j``. ``eq_j`` is the job's throughput under
   an equal share: ``1/N`` of each type it can run on (``N`` jobs), i.e. time fractions

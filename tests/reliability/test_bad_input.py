@@ -302,6 +302,13 @@ HAND_CONFIGS = [
     'controller = 5\n',
     '[controller]\ncomposition = "fifo"\n[controller]\ncomposition = "las"\n',
     '[controller\ncomposition = "fifo"\n',
+    '[controller]\ncomposition = "gavel"\n[controller.throughput]\ntype_speed = {k80 = 0}\n',
+    '[controller]\ncomposition = "gavel"\n[controller.throughput]\ntype_speed = {k80 = "x"}\n',
+    '[controller]\ncomposition = "gavel"\n[controller.throughput]\ntype_speed = {k80 = inf}\n',
+    '[controller]\ncomposition = "gavel"\n[controller.throughput]\nkind = "gavel"\n',
+    '[controller]\ncomposition = "gavel"\n[controller.throughput]\nkind = "gavel"\n'
+    'path = "/nonexistent/simulation_throughputs.json"\n',
+    '[controller]\ncomposition = "gavel"\n[controller.throughput]\nkind = "measured"\n',
     '\x00\x01\x02',
     '',
 ]

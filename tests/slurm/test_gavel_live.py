@@ -1,0 +1,70 @@
+"""Gavel moving a running job to a faster GPU type, through real Slurm.
+
+One V100 node and one K80 node, the controller with the bundled ``gavel`` composition and a
+``[controller.throughput]`` that makes a K80 4x slower. With the V100 node drained the job can
+only start on the K80; once the node is back, Gavel gives the job V100 time, the round moves
+it (``requeuehold``, the fake trainer checkpoints on SIGTERM), and a later round pins it to the
+V100 node. The trainer's progress history proves nothing was lost or repeated.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _live import wait_for
+
+from blox_slurm.composition import load
+from blox_slurm.controller import Controller
+from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.store import Store
+from blox_slurm.throughput import ThroughputSpec
+
+pytestmark = pytest.mark.slurm
+
+ITERATIONS = 300  # at 10 iterations/s: 30 s of work
+
+
+def test_gavel_moves_a_running_job_from_the_k80_to_the_v100_it_freed() -> None:
+    with ManagedWorld(shape="v100:4x1,k80:4x1") as world:  # node1: v100, node2: k80
+        client = world.client()
+        cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0,
+                               store=str(world.base / "gavel.db"),
+                               heartbeat=str(world.heartbeat), grace_seconds=3.0,
+                               throughput=ThroughputSpec(type_speed={"v100": 1.0, "k80": 0.25}))
+        ctl = Controller(cfg, load("gavel"), client, Store(cfg.store))
+        client.update_nodes(["node1"], "drain", "test: the v100s are away")
+        job = world.submit_fake(FakeJob("daemon", 1, ITERATIONS, 0.0), iters_per_sec=10)
+
+        def running_on(node: str) -> SlurmJob | None:
+            ctl.round()
+            j = next((j for j in client.list_jobs(["blox"]) if j.job_id == job), None)
+            return j if j is not None and j.active and j.nodes == (node,) else None
+
+        wait_for(lambda: running_on("node2"), 30, "the job to start on the k80 node")
+        wait_for(lambda: (p := world.progress(job, "daemon")) and p["iteration"] >= 20, 30,
+                 "progress on the k80")
+        client.update_nodes(["node1"], "resume")
+        wait_for(lambda: running_on("node1"), 60, "the job to move to the v100 node")
+
+        def finished() -> bool:
+            ctl.round()
+            return all(j.job_id != job for j in client.list_jobs(["blox"]))
+
+        wait_for(finished, 90, "the job to finish")
+
+        progress = world.progress(job, "daemon")
+        assert progress is not None and progress["iteration"] == ITERATIONS
+        (a, b), (c, d) = progress["history"]  # two runs, tiling [0, ITERATIONS)
+        assert a == 0 and b == c and d == ITERATIONS and 0 < b < ITERATIONS, progress["history"]
+        db = ctl.store.db
+        moves = [r["reason"] for r in db.query(
+            "SELECT reason FROM decisions WHERE job_id = ? AND kind = 'start'", [job])
+            if r["reason"].startswith("moved to")]
+        assert moves and all(m.startswith("moved to v100") for m in moves), moves
+        requeues = [r for r in db.query("SELECT ids, ok FROM actions WHERE verb = "
+                                        "'requeuehold'") if job in json.loads(r["ids"])]
+        assert len(requeues) == 1 and requeues[0]["ok"] == 1, requeues
+        assert list(db.query("SELECT * FROM actions WHERE ok = 0")) == []
