@@ -103,15 +103,19 @@ class Controller:
             # its GPUs; read the other way round it looks pending while its GPUs look taken,
             # and the plan would hold a job that has just started.
             nodes = self.client.list_nodes()
-            jobs = self.client.list_jobs(self.cfg.partitions)
+            # Ended jobs too (the same squeue call): a job that ran and ended between two
+            # looks, e.g. while no controller was up, still gets its run into the history.
+            listed = self.client.list_jobs(self.cfg.partitions, finished=True)
         except SlurmError as exc:
             return self._failed(rid, started, calls0, f"observe: {exc}")
         now = self.clock()
         if not self.cfg.dry_run:
             write_heartbeat(self.cfg.heartbeat, now)
+        jobs = [j for j in listed if j.queued]
         managed = self.managed_jobs(jobs)
         self.store.observe(now, [_observed(j) for j in managed.values()],
-                           {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active})
+                           {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active},
+                           {j.job_id: run for j in listed if (run := j.ended_run) is not None})
         snapshot = self.snapshot(managed, nodes, now)
         d = decide(snapshot, self.comp, explain=True)
         drained = frozenset(n.name for n in nodes if n.draining)

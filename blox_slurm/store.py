@@ -12,7 +12,9 @@ Tables:
 Job history is folded from *observations*, never from the controller's own intentions: a run
 ends when Slurm shows the job pending again or gone. So a controller killed between an action
 and its record loses nothing: the next round re-observes and the store catches up
-(re-observation wins).
+(re-observation wins). A job that leaves the queue takes its last run's end from Slurm's
+record of the ended job; a run that began and ended unseen (no controller was up) is taken
+from that record whole.
 """
 
 from __future__ import annotations
@@ -145,8 +147,11 @@ class Store:
 
     # ------------------------------------------------------------------ jobs
 
-    def observe(self, now: float, seen: Sequence[Observed], gpus_of: Mapping[int, int]) -> None:
-        """Fold one round's observations into job history (see the module docstring)."""
+    def observe(self, now: float, seen: Sequence[Observed], gpus_of: Mapping[int, int],
+                ended: Mapping[int, tuple[float, float]] | None = None) -> None:
+        """Fold one round's observations into job history (see the module docstring).
+        ``ended``: Slurm's ``(start, end)`` of the last run of jobs that left the queue."""
+        ended = ended or {}
         known = {r["job_id"]: r for r in self.db.table("jobs").rows_where("state != 'done'")}
         upserts: list[dict[str, Any]] = []
         seen_ids = set()
@@ -184,6 +189,14 @@ class Store:
         for job_id, row in known.items():
             if job_id not in seen_ids:  # left the queue: finished, cancelled or failed
                 row = dict(row)
+                run = ended.get(job_id)
+                if run is not None:
+                    if row["run_start"] is None:  # that run began and ended between two looks
+                        row.update(run_start=run[0], run_gpus=row["num_gpus"])
+                        if row["first_start"] is None:
+                            row["first_start"] = run[0]
+                    if row["run_start"] == run[0]:
+                        row["run_last_seen"] = run[1]  # Slurm's end, not our last look
                 end = row["run_last_seen"] or now
                 _fold(row)
                 row.update(state="done", finished_at=end)

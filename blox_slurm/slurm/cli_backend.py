@@ -92,7 +92,7 @@ class CliBackend:
             j
             for j in jobs
             if (wanted is None or j.partition in wanted)
-            and (finished or j.pending or j.active or j.state == "COMPLETING")
+            and (finished or j.queued)
         ]
 
     def get_job(self, job_id: int) -> SlurmJob | None:

@@ -75,6 +75,23 @@ class SlurmJob:
         return self.state in ACTIVE_STATES
 
     @property
+    def queued(self) -> bool:
+        """Still in the queue: waiting, running, or completing (not yet ended)."""
+        return self.state in PENDING_STATES or self.state in ACTIVE_STATES or \
+            self.state == "COMPLETING"
+
+    @property
+    def ended_run(self) -> tuple[float, float] | None:
+        """``(start, end)`` of the run of a job that has ended, by Slurm's clock; ``None`` if
+        it is still queued or never ran (cancelled while pending: Slurm sets its start to its
+        end)."""
+        if self.queued or self.start_time is None or self.end_time is None:
+            return None
+        if self.state == "CANCELLED" and self.end_time <= self.start_time:
+            return None
+        return (self.start_time, self.end_time)
+
+    @property
     def pending(self) -> bool:
         return self.state in PENDING_STATES
 

@@ -1,0 +1,60 @@
+"""The store's job history when a job leaves the queue: Slurm's record of the ended job wins
+over the controller's last look (pure: no Slurm, the observations are given)."""
+
+from __future__ import annotations
+
+import pytest
+
+from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.store import Observed, Store
+
+
+def seen(jid: int, run_start: float | None = None) -> Observed:
+    return Observed(jid, "alice", "blox", 2, 0.0, run_start is not None, run_start, False, {})
+
+
+def rows(store: Store) -> dict[int, dict]:
+    return {r["job_id"]: r for r in store.jobs(active_only=False)}
+
+
+def test_a_run_nobody_saw_is_taken_whole_from_slurms_record(tmp_path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.observe(100.0, [seen(1), seen(2, 100.0), seen(3)], {2: 2})
+    store.observe(300.0, [seen(1), seen(2, 100.0), seen(3)], {2: 2})
+    # Job 1 ran 200-450 and ended while no controller looked; job 2 ended at 520, between
+    # two looks; job 3 was cancelled while pending (no run in the record).
+    store.observe(600.0, [], {}, {1: (200.0, 450.0), 2: (100.0, 520.0)})
+    got = rows(store)
+    assert {j: got[j]["state"] for j in got} == {1: "done", 2: "done", 3: "done"}
+    assert (got[1]["first_start"], got[1]["finished_at"]) == (200.0, 450.0)
+    assert got[1]["attained_base"] == pytest.approx(2 * 250.0)
+    assert (got[2]["first_start"], got[2]["finished_at"]) == (100.0, 520.0)
+    assert got[2]["attained_base"] == pytest.approx(2 * 420.0)
+    assert (got[3]["first_start"], got[3]["attained_base"]) == (None, 0.0)
+    assert got[3]["finished_at"] == 600.0
+
+
+def test_a_record_of_another_run_does_not_rewrite_the_one_seen(tmp_path) -> None:
+    # Seen running from 100; Slurm's record says the job's last run began at 400 (requeued
+    # and restarted unseen): the seen run keeps its last look, nothing is invented.
+    store = Store(tmp_path / "s.db")
+    store.observe(300.0, [seen(1, 100.0)], {1: 2})
+    store.observe(600.0, [], {}, {1: (400.0, 550.0)})
+    got = rows(store)[1]
+    assert (got["first_start"], got["finished_at"]) == (100.0, 300.0)
+    assert got["attained_base"] == pytest.approx(2 * 200.0)
+
+
+def _job(state: str, start: float | None, end: float | None) -> SlurmJob:
+    return SlurmJob(7, "j", "alice", "", "blox", state, "None", 1, 1, start_time=start,
+                    end_time=end)
+
+
+def test_ended_run_of_a_slurm_job() -> None:
+    assert _job("COMPLETED", 10.0, 50.0).ended_run == (10.0, 50.0)
+    assert _job("FAILED", 10.0, 10.0).ended_run == (10.0, 10.0)  # ran under a second
+    assert _job("CANCELLED", 10.0, 50.0).ended_run == (10.0, 50.0)  # cancelled while running
+    assert _job("CANCELLED", 50.0, 50.0).ended_run is None  # cancelled while pending
+    assert _job("RUNNING", 10.0, 500.0).ended_run is None  # end is a projection
+    assert _job("COMPLETING", 10.0, 50.0).ended_run is None
+    assert _job("COMPLETED", None, 50.0).ended_run is None
