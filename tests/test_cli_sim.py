@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,13 @@ def test_csv_skip_bad_rows_succeeds_and_reports_the_count(tmp_path) -> None:
     assert f"skipped 1 bad row(s) in {w}" in err(r)
     (row,) = json.loads(r.stdout)
     assert row["count"] == 2 and row["avg_jct"] == 220.0  # the two good rows, as above
+
+
+def test_simulate_gavel_json_stdout_is_only_json() -> None:
+    # A fresh process: the LP solver's one-time banner must not land on stdout.
+    r = subprocess.run([sys.executable, "-m", "blox_slurm", "simulate", "-c", "gavel", "-n", "30",
+                        "--cluster", "v100:4x1,k80:4x1", "--json"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["composition"] == "gavel" and row["jobs"] == 30

@@ -47,7 +47,11 @@ nothing is lost between counts. A job spanning types is counted on its first GPU
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
+import os
+import sys
 from collections.abc import Sequence
 from typing import Literal
 
@@ -138,8 +142,7 @@ def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective:
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = start, index, value
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _solver()
     h.passModel(lp)
     _solve(h)
     if with_min:
@@ -152,6 +155,29 @@ def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective:
     out = np.zeros((n_jobs, n_types))
     out[jj, tt] = np.clip(x, 0.0, 1.0)
     return out
+
+
+@functools.cache
+def _banner_shown() -> None:
+    """HiGHS prints a banner on the process's C-level stdout when its first solver is made,
+    which broke ``--json`` output (``blox-slurm simulate -c gavel --json``). The first solver
+    is therefore made with file descriptor 1 pointed at stderr, flushed before it returns."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        highspy.Highs()
+        ctypes.CDLL(None).fflush(None)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solver() -> highspy.Highs:
+    _banner_shown()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def _solve(h: highspy.Highs) -> None:
