@@ -2,7 +2,8 @@
 
 The engine walks the scheduler's priority order once:
 
-* a running job keeps its GPUs, unless it is preempted, or the scheduler chose a GPU type for
+* a running job keeps its GPUs, unless it is preempted (a victim that GPUs left over in the
+  round can hold restarts there, see ``spare_victims``), or the scheduler chose a GPU type for
   it (``Schedule.types``) other than the one it runs on: then, at its rank, it *moves* there if
   placement finds it room on free GPUs of that type (nobody is preempted for a move). A move is
   a preemption and a start of the same job in one decision (its old GPUs are free for the jobs
@@ -101,6 +102,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     rank: dict[int, int] = {}  # running job id -> its position in the order
     preempted: dict[int, int] = {}  # victim id -> job it made room for
     moved: list[int] = []  # running jobs moved to the type the scheduler chose
+    restarted: set[int] = set()  # victims restarted on GPUs left over in the round
     victims_due: list[tuple[int, Job]] = []  # (rank position, victim): re-checked in rank order
     starts: list[Start] = []
     reasons: dict[int, str] = {}
@@ -111,13 +113,22 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     def spare_victims(upto: int) -> None:
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
         stopped for may have found room elsewhere (placement chooses from the augmented free
-        set), and a victim whose GPUs nobody used then keeps running. (A victim that would fit
-        on other leftover GPUs is not restarted here: the next round restarts it.)"""
+        set), and a victim whose GPUs nobody used then keeps running. One whose GPUs were
+        used but that fits GPUs left over restarts there at once (a move), before any job
+        ranked below it; otherwise it waits, pending, for a later round."""
         while victims_due and victims_due[0][0] < upto:
             _, v = heapq.heappop(victims_due)
             if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
                 del preempted[v.id]
                 free.take(v.gpus)
+                continue
+            n = len(v.gpus)
+            gpus = (placement.choose(snapshot, _typed(v, types[v.id]) if v.id in types else v,
+                                     n, free) if n <= free.count else None)
+            if gpus is not None:
+                free.take(gpus)
+                starts.append(Start(v.id, gpus))
+                restarted.add(v.id)
 
     k = 0  # pending jobs walked so far
     for pos in walk:
@@ -187,6 +198,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     if explain:
         for victim, beneficiary in preempted.items():
             reasons[victim] = f"preempted so job {beneficiary} (ranked higher) can run"
+            if victim in restarted:
+                reasons[victim] += "; restarted on GPUs left over"
         for job_id in forced:
             reasons[job_id] = "preempted by the cluster manager"
         started = {s.job_id for s in starts}

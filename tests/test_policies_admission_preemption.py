@@ -117,11 +117,12 @@ def test_priority_preempts_only_when_that_makes_the_job_fit() -> None:
     assert d.preempt == () and d.start == ()
     assert d.reasons[3].startswith("needs 4 GPU(s); 2 free")
     # P wants 2 on one node (consolidated): GPUs 1 and 3 are free but on two nodes;
-    # stopping LO gives node2 two free GPUs.
+    # stopping LO gives node2 two free GPUs, and LO restarts at once on the one left (GPU 1).
     s = snapshot(shape, [hi, lo, pending(3, gpus=2, submit=5.0)], now=100.0)
     d = decide(s, comp("fifo", placement="consolidated"), explain=True)
-    assert d.preempt == (2,) and started(d) == {3: (2, 3)}
-    assert d.reasons[2] == "preempted so job 3 (ranked higher) can run"
+    assert d.preempt == (2,) and started(d) == {3: (2, 3), 2: (1,)}
+    assert d.reasons[2] == ("preempted so job 3 (ranked higher) can run; restarted on GPUs "
+                            "left over")
     # first_fit: P fits as is (1, 3), nobody is stopped.
     d = decide(s, comp("fifo"))
     assert d.preempt == () and started(d) == {3: (1, 3)}

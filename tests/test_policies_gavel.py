@@ -132,9 +132,9 @@ def test_mechanism_counts_time_per_type_in_marks_and_ranks_by_priority() -> None
     assert [j.id for j in sched.order] == [2, 3, 1]
     assert sched.types == {2: "v100", 3: "v100", 1: "k80"}
     # The round: job 2 takes the free v100, job 3 preempts job 1 (ranked below it) for the
-    # other; job 1, stopped, does not move in this walk and restarts on the k80 next round.
+    # other, and job 1 restarts at once on the k80 left over, its type.
     d = decide(s, load("gavel"))
-    assert [(st.job_id, st.gpus) for st in d.start] == [(2, (2,)), (3, (1,))]
+    assert [(st.job_id, st.gpus) for st in d.start] == [(2, (2,)), (3, (1,)), (1, (0,))]
     assert d.preempt == (1,)
     # Confined to its type (migrate = false), job 1 competes only for the claimed v100s.
     fixed = Gavel(Gavel.Params(migrate=False)).order(s, s.jobs)

@@ -288,9 +288,10 @@ class Simulator:
                         heapq.heappush(heap, (ft, job.id))
                     note_busy(t)
                 # A round that changed something is followed by one more: decide() is not
-                # always idempotent (a job preempted this round is not re-placed this round,
-                # even where GPUs are left over), so only a no-op round proves that a
-                # time-independent composition will do nothing until the next event.
+                # always idempotent (a job preempted this round may restart on GPUs left
+                # over, but does not stop lower-ranked jobs in turn until the next round), so
+                # only a no-op round proves that a time-independent composition will do
+                # nothing until the next event.
                 dirty = bool(d.start or d.preempt or d.admit)
                 t += rd
             else:
