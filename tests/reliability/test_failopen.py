@@ -97,7 +97,7 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     assert all(jobs()[j].held and jobs()[j].admin_comment == "blox:managed" for j in [*a, b])
     _until(lambda: all(jobs()[j].state == "RUNNING" for j in [*a, b]), 30,
            "the controller to start A1-A3 and B", step=round_, every=0.5)
-    h = submit("H", 2, 40, "nobody")
+    h = submit("H", 2, 150, "nobody")  # 15 s: still running when the controller is back
     r = round_()
     assert jobs()[h].held and r.plan is not None and r.plan.empty  # no room: stays held
     assert watchdog()["released"] == []  # heartbeat fresh: the watchdog does nothing
