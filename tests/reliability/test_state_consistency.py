@@ -181,20 +181,24 @@ def check_gpus(run: SeedRun, rnd: int, jobs: list[SlurmJob], node_gpus: dict[str
 
 
 def check_decision_gpus(run: SeedRun, rnd: int, ctl: Recording, report) -> None:  # type: ignore[no-untyped-def]
-    """(b) in the decision: starts use free (or just-preempted) GPUs, each GPU once."""
+    """(b) in the decision: starts use free (or just-preempted) GPUs, each GPU once; a running
+    job is started only when it is also preempted (a move: the controller requeues it, a later
+    round places it)."""
     snap, d = ctl.last_snapshot, report.decisions
     assert snap is not None and d is not None
     free = {g for gs in (snap.free.by_node if snap.free else {}).values() for g in gs}
     freed = {g for j in snap.jobs if j.id in set(d.preempt) for g in j.gpus}
-    pending = {j.id: j for j in snap.jobs if not j.gpus}
+    jobs = {j.id: j for j in snap.jobs}
     given: Counter[int] = Counter()
     for s in d.start:
         given.update(s.gpus)
-        if s.job_id not in pending:
-            run.bad(rnd, f"start of job {s.job_id}, which is not pending")
-        elif len(s.gpus) < pending[s.job_id].num_gpus:
-            run.bad(rnd, f"job {s.job_id} started on {len(s.gpus)} GPUs, asked "
-                         f"{pending[s.job_id].num_gpus}")
+        job = jobs.get(s.job_id)
+        if job is None:
+            run.bad(rnd, f"start of job {s.job_id}, which the snapshot does not have")
+        elif job.gpus and s.job_id not in d.preempt:
+            run.bad(rnd, f"start of job {s.job_id}, which is running and not moved (preempted)")
+        elif len(s.gpus) < job.num_gpus:
+            run.bad(rnd, f"job {s.job_id} started on {len(s.gpus)} GPUs, asked {job.num_gpus}")
         busy = set(s.gpus) - free - freed
         if busy:
             run.bad(rnd, f"job {s.job_id} given GPUs {sorted(busy)} that were not free")
