@@ -58,3 +58,17 @@ def test_ended_run_of_a_slurm_job() -> None:
     assert _job("RUNNING", 10.0, 500.0).ended_run is None  # end is a projection
     assert _job("COMPLETING", 10.0, 50.0).ended_run is None
     assert _job("COMPLETED", None, 50.0).ended_run is None
+
+
+def test_a_completing_job_is_still_in_its_run_not_requeued(tmp_path) -> None:
+    from blox_slurm.controller import _observed
+
+    store = Store(tmp_path / "s.db")
+    run = _job("RUNNING", 100.0, 900.0)
+    done = _job("COMPLETING", 100.0, 300.0)
+    store.observe(200.0, [_observed(run)], {7: 1})
+    store.observe(300.0, [_observed(done)], {})  # finishing: same run, not a preemption
+    store.observe(400.0, [], {}, {7: (100.0, 300.0)})
+    got = rows(store)[7]
+    assert (got["state"], got["preemptions"], got["finished_at"]) == ("done", 0, 300.0)
+    assert got["attained_base"] == pytest.approx(200.0)

@@ -155,6 +155,7 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
         assert progress is not None and progress["iteration"] == job.iterations, names[job_id]
         assert progress["history"] == [[0, job.iterations]], (names[job_id], progress)
     rows = {x["job_id"]: x for x in ctl.store.jobs(active_only=False)}
-    assert all(rows[j]["state"] == "done" and rows[j]["preemptions"] == 0 for j in fake)
+    assert all(rows[j]["state"] == "done" and rows[j]["preemptions"] == 0 for j in fake), {
+        names[j]: (rows[j]["state"], rows[j]["preemptions"]) for j in fake}
     print(f"\nfail-open: {len(fake)} jobs, watchdog released {released}, takeover actions "
           f"{dict(per_job)}, lost=0, stuck=0")
