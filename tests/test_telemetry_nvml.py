@@ -94,10 +94,12 @@ def test_job_id_of_vanished_pid_is_none(tmp_path: Path) -> None:
 
 def test_job_id_of_real_process_from_its_environment() -> None:
     child = subprocess.Popen(  # noqa: S603 -- our own interpreter, fixed argv
-        [sys.executable, "-c", "import time; time.sleep(30)"],
-        env={**os.environ, "SLURM_JOB_ID": "4242"},
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+        env={**os.environ, "SLURM_JOB_ID": "4242"}, stdout=subprocess.PIPE, text=True,
     )
     try:
+        # Until it has exec'd, /proc shows the forked parent's environment: wait for it.
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
         assert job_id_of_pid(child.pid) == 4242
     finally:
         child.kill()
