@@ -229,10 +229,9 @@ def _observed(j: SlurmJob) -> Observed:
     """What the store folds. A COMPLETING job is still in its run: seen as "not running" it
     was counted as preempted (requeued) when it merely finished."""
     mark = parse_admin_comment(j.admin_comment)
-    in_run = j.active or j.state == "COMPLETING"
     return Observed(j.job_id, j.user, j.partition, j.num_gpus,
-                    j.submit_time if j.submit_time is not None else 0.0, in_run,
-                    j.start_time if in_run else None, j.held,
+                    j.submit_time if j.submit_time is not None else 0.0, j.in_run,
+                    j.start_time if j.in_run else None, j.held,
                     {k: str(v) for k, v in mark.hints.items()} if mark is not None else {},
                     j.account)
 

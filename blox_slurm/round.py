@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import filterfalse
 from operator import attrgetter
@@ -47,6 +47,11 @@ def _typed(job: Job, gpu_type: str) -> Job:
     hints = dict(job.hints)
     hints["gpu_type"] = gpu_type
     return replace(job, hints=tuple(sorted(hints.items())))
+
+
+def _as_placed(job: Job, types: Mapping[int, str]) -> Job:
+    """``job`` with the GPU type its scheduler chose this round, if it chose one."""
+    return _typed(job, types[job.id]) if job.id in types else job
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
@@ -110,6 +115,18 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
 
     spare = getattr(preemption, "minimize", True)  # Blox (minimize = false) keeps every victim
 
+    def restart(job: Job) -> bool:
+        """Start running ``job`` again at its size on free GPUs (a move, or a victim's restart
+        on GPUs left over), if placement finds them."""
+        n = len(job.gpus)
+        gpus = (placement.choose(snapshot, _as_placed(job, types), n, free)
+                if n <= free.count else None)
+        if gpus is None:
+            return False
+        free.take(gpus)
+        starts.append(Start(job.id, gpus))
+        return True
+
     def spare_victims(upto: int) -> None:
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
         stopped for may have found room elsewhere (placement chooses from the augmented free
@@ -121,13 +138,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
             if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
                 del preempted[v.id]
                 free.take(v.gpus)
-                continue
-            n = len(v.gpus)
-            gpus = (placement.choose(snapshot, _typed(v, types[v.id]) if v.id in types else v,
-                                     n, free) if n <= free.count else None)
-            if gpus is not None:
-                free.take(gpus)
-                starts.append(Start(v.id, gpus))
+            elif restart(v):
                 restarted.add(v.id)
 
     k = 0  # pending jobs walked so far
@@ -146,21 +157,16 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
                 reasons[job.id] = f"strict order: waiting behind job {blocker.id}"
             continue
         if moving:
-            # Already stopped for a higher-ranked job: it restarts, pending, on its new type.
-            n = len(job.gpus)
-            if job.id not in preempted and n <= free.count:
-                gpus = placement.choose(snapshot, _typed(job, types[job.id]), n, free)
-                if gpus is not None:
-                    free.take(gpus)
-                    free.give(job.gpus)
-                    moved.append(job.id)
-                    starts.append(Start(job.id, gpus))
-                    if explain:
-                        reasons[job.id] = (f"moved to {types[job.id]}, the type its scheduler "
-                                           "chose: checkpointed and restarted there")
+            # (One already stopped for a higher-ranked job is a victim: see spare_victims.)
+            if job.id not in preempted and restart(job):
+                free.give(job.gpus)
+                moved.append(job.id)
+                if explain:
+                    reasons[job.id] = (f"moved to {types[job.id]}, the type its scheduler "
+                                       "chose: checkpointed and restarted there")
             continue
         want = alloc.get(job.id, job.num_gpus)
-        placed = _typed(job, types[job.id]) if job.id in types else job
+        placed = _as_placed(job, types)
         gpus = None
         if want <= free.count:
             gpus = placement.choose(snapshot, placed, want, free)
@@ -245,8 +251,7 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
         want = alloc.get(job.id, job.num_gpus)
         if want > free.count:
             return None
-        gpus = placement.choose(snapshot, _typed(job, types[job.id]) if job.id in types else job,
-                                want, free)
+        gpus = placement.choose(snapshot, _as_placed(job, types), want, free)
         if gpus is None:
             return None
         free.take(gpus)

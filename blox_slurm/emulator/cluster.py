@@ -431,7 +431,7 @@ class Emulator:
             if live:
                 client.cancel(live)
             while time.monotonic() < deadline:
-                if not any(j.active or j.state == "COMPLETING" for j in client.list_jobs()):
+                if not any(j.in_run for j in client.list_jobs()):
                     return
                 time.sleep(0.2)
 

@@ -20,6 +20,10 @@ ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
 PENDING_STATES = frozenset(
     {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"}
 )
+#: ... those of a run not over yet (COMPLETING: ending, its allocation still held) ...
+IN_RUN_STATES = ACTIVE_STATES | {"COMPLETING"}
+#: ... and every state of a job still in the queue.
+QUEUED_STATES = PENDING_STATES | IN_RUN_STATES
 
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 
@@ -75,10 +79,14 @@ class SlurmJob:
         return self.state in ACTIVE_STATES
 
     @property
+    def in_run(self) -> bool:
+        """Running or completing: its current run has not ended yet."""
+        return self.state in IN_RUN_STATES
+
+    @property
     def queued(self) -> bool:
         """Still in the queue: waiting, running, or completing (not yet ended)."""
-        return self.state in PENDING_STATES or self.state in ACTIVE_STATES or \
-            self.state == "COMPLETING"
+        return self.state in QUEUED_STATES
 
     @property
     def ended_run(self) -> tuple[float, float] | None:

@@ -158,7 +158,7 @@ def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective:
 
 
 @functools.cache
-def _banner_shown() -> None:
+def _swallow_banner() -> None:
     """HiGHS prints a banner on the process's C-level stdout when its first solver is made,
     which broke ``--json`` output (``blox-slurm simulate -c gavel --json``). The first solver
     is therefore made with file descriptor 1 pointed at stderr, flushed before it returns."""
@@ -174,7 +174,7 @@ def _banner_shown() -> None:
 
 
 def _solver() -> highspy.Highs:
-    _banner_shown()
+    _swallow_banner()
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     return h
