@@ -15,9 +15,12 @@ T = TypeVar("T")
 
 
 def wait_for(
-    probe: Callable[[], T | None], timeout: float = 15.0, what: str = "condition"
+    probe: Callable[[], T | None],
+    timeout: float = 15.0,
+    what: str | Callable[[], str] = "condition",
 ) -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` on timeout."""
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` on timeout (a
+    callable is asked only then, so it can describe the last thing the probe saw)."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
@@ -25,7 +28,8 @@ def wait_for(
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+            pytest.fail(f"timed out after {timeout:g} s waiting for "
+                        f"{what() if callable(what) else what}")
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
 
@@ -53,11 +57,22 @@ class Jobs:
         return found[0]
 
     def wait_state(self, job_id: int, *states: str, timeout: float = 15.0) -> SlurmJob:
+        """On timeout the message names the job's last state, reason and restart count: a
+        flake that cannot be reproduced must at least say what Slurm was doing."""
+        last: list[SlurmJob] = []
+
         def probe() -> SlurmJob | None:
             j = self.get(job_id)
+            last[:] = [j]
             return j if j.state in states else None
 
-        return wait_for(probe, timeout, f"job {job_id} to be {'/'.join(states)}")
+        def what() -> str:
+            seen = (f" (last seen {last[0].state}, reason {last[0].reason},"
+                    f" restarts {last[0].restart_cnt}, eligible at {last[0].eligible_time})"
+                    if last else "")
+            return f"job {job_id} to be {'/'.join(states)}{seen}"
+
+        return wait_for(probe, timeout, what)
 
     def cleanup(self) -> None:
         live = [j.job_id for j in self.client.list_jobs() if j.job_id in self.ids]

@@ -63,3 +63,17 @@ def jobs(client: SlurmClient, tmp_path: Path) -> Iterator[Jobs]:
     j = Jobs(client, tmp_path)
     yield j
     j.cleanup()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A failed live test carries the tail of slurmctld's log: CI's fresh clone is deleted
+    afterwards, and a timing flake is only explained by what the daemon logged meanwhile."""
+    outcome = yield
+    report = outcome.get_result()
+    emu = getattr(item, "funcargs", {}).get("emulator")
+    if report.failed and isinstance(emu, Emulator):
+        log = emu.layout.controller_log()
+        if log.exists():
+            tail = log.read_text(errors="replace").splitlines()[-40:]
+            report.sections.append(("slurmctld log (last 40 lines)", "\n".join(tail)))
