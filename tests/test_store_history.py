@@ -72,3 +72,23 @@ def test_a_completing_job_is_still_in_its_run_not_requeued(tmp_path) -> None:
     got = rows(store)[7]
     assert (got["state"], got["preemptions"], got["finished_at"]) == ("done", 0, 300.0)
     assert got["attained_base"] == pytest.approx(200.0)
+
+
+def test_an_unchanged_job_is_stamped_seen_and_a_changed_one_rewritten(tmp_path) -> None:
+    # The store writes only rows whose history changed, and stamps every active job seen in
+    # one statement: both halves must hold, or "last seen" or the history would go stale.
+    store = Store(tmp_path / "s.db")
+    store.observe(100.0, [seen(1), seen(2), seen(3, 90.0)], {3: 2})
+    before = rows(store)
+    store.observe(200.0, [seen(1), seen(2, 150.0), seen(3, 90.0)], {2: 2, 3: 2})
+    after = rows(store)
+    assert {j: after[j]["last_seen"] for j in after} == {1: 200.0, 2: 200.0, 3: 200.0}
+    assert {k: v for k, v in after[1].items() if k != "last_seen"} == {
+        k: v for k, v in before[1].items() if k != "last_seen"}
+    assert (after[2]["state"], after[2]["run_start"], after[2]["first_start"]) == (
+        "running", 150.0, 150.0)
+    assert after[3]["run_last_seen"] == 200.0
+    store.observe(300.0, [seen(1)], {}, {2: (150.0, 250.0)})
+    done = rows(store)
+    assert done[1]["last_seen"] == 300.0 and done[2]["last_seen"] == 200.0  # ended: not seen
+    assert done[2]["state"] == done[3]["state"] == "done"
