@@ -2,12 +2,13 @@
 
 The engine walks the scheduler's priority order once:
 
-* a running job keeps its GPUs, unless it is preempted (a victim that GPUs left over in the
-  round can hold restarts there, see ``spare_victims``), or the scheduler chose a GPU type for
-  it (``Schedule.types``) other than the one it runs on: then, at its rank, it *moves* there if
-  placement finds it room on free GPUs of that type (nobody is preempted for a move). A move is
-  a preemption and a start of the same job in one decision (its old GPUs are free for the jobs
-  ranked below); each world carries it out as a checkpoint and a restart on the new GPUs;
+* a running job keeps its GPUs, unless it is preempted (a victim restarts at once on GPUs
+  left over, or on those of jobs ranked below it, see ``spare_victims``), or the scheduler
+  chose a GPU type for it (``Schedule.types``) other than the one it runs on: then, at its
+  rank, it *moves* there if placement finds it room on free GPUs of that type (nobody is
+  preempted for a move). A move is a preemption and a start of the same job in one decision
+  (its old GPUs are free for the jobs ranked below); each world carries it out as a
+  checkpoint and a restart on the new GPUs;
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
@@ -127,18 +128,43 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         starts.append(Start(job.id, gpus))
         return True
 
+    def make_room(job: Job, placed: Job, want: int, pos: int) -> bool:
+        """Let the preemption policy stop running jobs ranked below ``pos`` so that ``job``
+        fits; their GPUs join the free set. False if no choice of victims makes it fit."""
+        nonlocal running, running_pos, rank
+        if running is None:
+            running_pos = [i for i, j in enumerate(order) if j.gpus]
+            running = [order[i] for i in running_pos]
+            rank = {order[i].id: i for i in running_pos}
+        below = bisect.bisect_right(running_pos, pos)
+        candidates = [v for v in running[below:] if v.id not in preempted]
+        if not candidates:
+            return False
+
+        def fits(trial: FreeGpus) -> bool:
+            return placement.choose(snapshot, placed, want, trial) is not None
+
+        victims = preemption.victims(job, candidates, free, want, fits)
+        for v in victims:
+            preempted[v.id] = job.id
+            free.give(v.gpus)
+            heapq.heappush(victims_due, (rank[v.id], v))
+        return bool(victims)
+
     def spare_victims(upto: int) -> None:
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
         stopped for may have found room elsewhere (placement chooses from the augmented free
         set), and a victim whose GPUs nobody used then keeps running. One whose GPUs were
-        used but that fits GPUs left over restarts there at once (a move), before any job
-        ranked below it; otherwise it waits, pending, for a later round."""
+        used restarts at once (a move) on GPUs left over or, failing that, on GPUs of jobs
+        ranked below it, which it may stop in turn exactly as a pending job of its rank
+        would: so the next round has nothing left to undo. Otherwise it waits, pending."""
         while victims_due and victims_due[0][0] < upto:
-            _, v = heapq.heappop(victims_due)
+            at, v = heapq.heappop(victims_due)
             if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
                 del preempted[v.id]
                 free.take(v.gpus)
-            elif restart(v):
+            elif restart(v) or (make_room(v, _as_placed(v, types), len(v.gpus), at)
+                                and restart(v)):
                 restarted.add(v.id)
 
     k = 0  # pending jobs walked so far
@@ -170,24 +196,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         gpus = None
         if want <= free.count:
             gpus = placement.choose(snapshot, placed, want, free)
-        if gpus is None and running_below > 0:
-            if running is None:
-                running_pos = [i for i, j in enumerate(order) if j.gpus]
-                running = [order[i] for i in running_pos]
-                rank = {order[i].id: i for i in running_pos}
-            below = bisect.bisect_right(running_pos, pos)
-            candidates = [v for v in running[below:] if v.id not in preempted]
-
-            def fits(trial: FreeGpus, job: Job = placed, want: int = want) -> bool:
-                return placement.choose(snapshot, job, want, trial) is not None
-
-            victims = preemption.victims(job, candidates, free, want, fits) if candidates else ()
-            if victims:
-                for v in victims:
-                    preempted[v.id] = job.id
-                    free.give(v.gpus)
-                    heapq.heappush(victims_due, (rank[v.id], v))
-                gpus = placement.choose(snapshot, placed, want, free)
+        if gpus is None and running_below > 0 and make_room(job, placed, want, pos):
+            gpus = placement.choose(snapshot, placed, want, free)
         if gpus is not None:
             free.take(gpus)
             starts.append(Start(job.id, gpus))

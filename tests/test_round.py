@@ -75,17 +75,7 @@ def test_decide_leaves_the_snapshot_unchanged_and_is_deterministic(name) -> None
     assert d1.start or d1.preempt  # the snapshot gives every composition something to do
 
 
-CHAIN_VICTIMS = (
-    "decide() does not let a job it preempted earlier in the same walk stop lower-ranked jobs "
-    "in turn when the walk reaches its rank (it restarts there only on GPUs left over), so "
-    "the next round does it: the consolidated variant stops job 1 (2 GPUs) for job 5, and "
-    "next round job 1 stops job 2 below it. The simulator runs a follow-up round after any "
-    "round that changed something.")
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=CHAIN_VICTIMS))
-    if n == "tiresias-consolidated-load-based" else n for n in BUNDLED])
+@pytest.mark.parametrize("name", BUNDLED)
 def test_decide_is_idempotent_once_its_decisions_are_applied(name) -> None:
     # Tiresias stops job 2 for job 5, and job 2 restarts at once on a GPU left over.
     c = COMPS[name]
@@ -114,6 +104,27 @@ def test_a_job_preempted_in_a_round_restarts_on_gpus_left_over_before_lower_rank
     assert set(starts) == {1, 2, 4, 5} and 3 not in starts
     assert len({g for gs in starts.values() for g in gs}) == 1 + 2 + 1 + 1
     assert d.reasons[4].endswith("restarted on GPUs left over")
+    again = decide(apply(s, d), c)
+    assert again.start == () and again.preempt == ()
+
+
+def test_a_victim_that_fits_nowhere_free_stops_a_lower_ranked_job_in_the_same_round(
+) -> None:
+    # node1: 2 V100 (GPUs 0-1), node2: 2 K80 (GPUs 2-3). FIFO ranks P (t=1, wants 2 V100) >
+    # A (t=2, running on the V100s, any type) > B (t=5, running on the K80s). Only stopping
+    # A makes P fit; A then fits nowhere free, so it stops B, ranked below it, and restarts
+    # on the K80s at once, as a pending job of A's rank would. B waits.
+    shape = build_cluster([("v100", 1, 2), ("k80", 1, 2)])
+    jobs = [pending(1, 2, submit=1.0, hints=(("gpu_type", "v100"),)),
+            running(2, [0, 1], submit=2.0), running(3, [2, 3], submit=5.0)]
+    s = snapshot(shape, jobs, now=100.0)
+    c = comp("fifo")
+    d = decide(s, c, explain=True)
+    assert sorted(d.preempt) == [2, 3]
+    assert started(d) == {1: (0, 1), 2: (2, 3)}
+    assert d.reasons[2] == ("preempted so job 1 (ranked higher) can run; "
+                            "restarted on GPUs left over")
+    assert d.reasons[3] == "preempted so job 2 (ranked higher) can run"
     again = decide(apply(s, d), c)
     assert again.start == () and again.preempt == ()
 

@@ -287,11 +287,10 @@ class Simulator:
                         finish_at[job.id] = ft = self._finish_time(job, t)
                         heapq.heappush(heap, (ft, job.id))
                     note_busy(t)
-                # A round that changed something is followed by one more: decide() is not
-                # always idempotent (a job preempted this round may restart on GPUs left
-                # over, but does not stop lower-ranked jobs in turn until the next round), so
-                # only a no-op round proves that a time-independent composition will do
-                # nothing until the next event.
+                # A round that changed something is followed by one more: the bundled
+                # compositions are idempotent once their decisions are applied (tests/
+                # test_round.py), but a plug-in need not be, so only a no-op round proves
+                # that a time-independent composition will do nothing until the next event.
                 dirty = bool(d.start or d.preempt or d.admit)
                 t += rd
             else:
