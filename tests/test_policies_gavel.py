@@ -11,6 +11,7 @@ from _core_helpers import pending, running, snapshot
 from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
 from blox_slurm import transitions
+from blox_slurm.abstractions import FreeGpus
 from blox_slurm.composition import Composition, build, load
 from blox_slurm.model import build_cluster
 from blox_slurm.round import decide
@@ -19,7 +20,7 @@ from blox_slurm.sim.simulator import Simulator
 from blox_slurm.throughput import ParametricThroughput
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
-from policies.scheduling.gavel import Gavel, allocate, equal_share, priority
+from policies.scheduling.gavel import Gavel, allocate, equal_share, priority, usable_gpus
 
 CAP11 = np.array([1.0, 1.0])  # types (v100, k80): one GPU each
 ONE = np.array([1.0, 1.0])  # two 1-GPU jobs
@@ -107,6 +108,21 @@ def test_a_job_that_asked_for_a_type_is_given_only_that_type_and_never_moved() -
                       throughput=SPEED)
     d = decide(on_k80, load("gavel"))
     assert (d.start, d.preempt) == ((), ())
+
+
+def test_gpus_held_outside_the_snapshot_are_not_capacity() -> None:
+    # Both v100s are held by a job the controller does not manage (another partition): its
+    # free index leaves them out, and no snapshot job holds them. Counting them, Gavel would
+    # give job 1 the 4x faster v100 and it would wait; it must get the idle k80 and start.
+    free = FreeGpus({"node1": (0,), "node2": ()}, SHAPE[1])
+    s = snapshot(SHAPE, [pending(1, 1, submit=0.0)], now=10.0, throughput=SPEED, free=free)
+    assert usable_gpus(s) == {"k80": 1, "v100": 0}
+    assert Gavel().order(s, s.jobs).types == {1: "k80"}
+    assert [(st.job_id, st.gpus) for st in decide(s, load("gavel")).start] == [(1, (0,))]
+    # GPUs the snapshot's own jobs hold are capacity (running jobs are re-placed each round).
+    mine = snapshot(SHAPE, [running(2, [1, 2], submit=0.0), pending(1, 1, submit=5.0)],
+                    now=10.0, throughput=SPEED)
+    assert usable_gpus(mine) == {"k80": 1, "v100": 2}
 
 
 def test_a_job_no_type_can_hold_goes_last_without_a_type() -> None:

@@ -7,6 +7,11 @@ OSDI'20), as a pure scheduling policy.
     sum_t X[j,t] <= 1            sum_j g_j X[j,t] <= c_t (GPUs of type t)     X >= 0
     eff_j = sum_t thr[j,t] X[j,t]    (thr: the throughput model's rate, 1 = reference speed)
 
+``c_t`` counts the GPUs of type ``t`` on UP nodes that are free or held by the snapshot's
+jobs: those held by anything else (a job of another partition, an unmanaged one: the
+controller's free index leaves them out) are not the policy's to hand out, and counting them
+would send jobs to a type whose GPUs are busy, to wait there.
+
 ``thr[j,t] = 0`` (a job that does not run on ``t``, needs more GPUs than ``t`` has, or asked
 for another type: ``--gres=gpu:k80:1`` in Slurm, the ``gpu_type`` hint) pins ``X[j,t] = 0``.
 The objectives:
@@ -59,7 +64,7 @@ import highspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import FreeGpus, Schedule
 from blox_slurm.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.registry import register
 from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
@@ -187,6 +192,21 @@ def _solve(h: highspy.Highs) -> None:
         raise RuntimeError(f"Gavel allocation LP: HiGHS returned {h.modelStatusToString(status)}")
 
 
+def usable_gpus(snapshot: ClusterSnapshot) -> dict[str, int]:
+    """``c_t``: per type, the GPUs of UP nodes that are free or held by the snapshot's jobs."""
+    node_type = {n.name: n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP}
+    out: dict[str, int] = {}
+    for node, ids in FreeGpus.of(snapshot).by_node.items():
+        out[node_type[node]] = out.get(node_type[node], 0) + len(ids)
+    gpus = snapshot.gpus
+    for j in snapshot.jobs:
+        for g in j.gpus:
+            t = node_type.get(gpus[g].node)
+            if t is not None:
+                out[t] = out.get(t, 0) + 1
+    return out
+
+
 def priority(share: float, on_type: float, age: float) -> float:
     """Gavel's ``allocation / fraction received``: ``inf`` for a job that never ran there."""
     received = on_type / age if age > 0 else 0.0
@@ -220,7 +240,8 @@ class Gavel:
             if n.state is NodeState.UP:
                 sizes.setdefault(n.gpu_type, []).append(len(n.gpu_ids))
         types = sorted(sizes)
-        capacity = np.array([sum(sizes[t]) for t in types], dtype=float)
+        usable = usable_gpus(snapshot)
+        capacity = np.array([usable.get(t, 0) for t in types], dtype=float)
         largest = [max(sizes[t]) for t in types]
         rows, lp_jobs = [], []
         for j in jobs:
