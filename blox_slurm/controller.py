@@ -208,6 +208,7 @@ class Controller:
         """Rounds every ``round_seconds`` until ``stop`` is set (a round in progress is
         finished first). Never raises on a Slurm error. Returns the number of rounds run."""
         n = 0
+        followup = False  # the last round was a follow-up: never two in a row
         while not stop.is_set() and (max_rounds is None or n < max_rounds):
             t0 = time.monotonic()
             try:
@@ -219,10 +220,25 @@ class Controller:
             n += 1
             if report is not None and on_round is not None:
                 on_round(report)
-            stop.wait(max(0.0, self.cfg.round_seconds - (time.monotonic() - t0)))
+            period = self.cfg.round_seconds
+            followup = (not followup and not self.cfg.dry_run and report is not None
+                        and restarts_deferred(report))
+            if followup and self.cfg.followup_seconds > 0:
+                period = min(period, self.cfg.followup_seconds)
+            stop.wait(max(0.0, period - (time.monotonic() - t0)))
         if self.cfg.handback_on_exit and not self.cfg.dry_run:
             handback(self.client, self.cfg.partitions)
         return n
+
+
+def restarts_deferred(report: RoundReport) -> bool:
+    """Whether the round stopped jobs its decisions also start elsewhere (a move, a victim
+    restarted): those starts wait for a round that sees the jobs pending."""
+    d, plan = report.decisions, report.plan
+    if d is None or plan is None or not plan.preempt or report.error:
+        return False
+    stopped = set(plan.preempt)
+    return any(s.job_id in stopped for s in d.start)
 
 
 def _observed(j: SlurmJob) -> Observed:

@@ -33,6 +33,10 @@ class ControllerConfig(BaseModel):
     # finite and bounded: an infinite lease never goes stale (no fail-open), and a huge round
     # overflows Event.wait in the daemon loop
     round_seconds: float = Field(default=30.0, gt=0, le=86400, allow_inf_nan=False)
+    # A round that stopped jobs it also wants started elsewhere (a move, a victim restarted)
+    # can only requeue them: Slurm still shows them running. The next round, this many
+    # seconds later instead of round_seconds, places them. 0: wait a whole round.
+    followup_seconds: float = Field(default=3.0, ge=0, le=86400, allow_inf_nan=False)
     dry_run: bool = False
     store: str = "/var/lib/blox-slurm/state.db"
     heartbeat: str = "/var/lib/blox-slurm/heartbeat"

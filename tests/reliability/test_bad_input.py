@@ -206,7 +206,7 @@ CTL_KEYS = ["partitions", "round_seconds", "dry_run", "store", "heartbeat", "lea
             "handback_on_exit", "checkpoint_signal", "grace_seconds", "require_mark",
             "slurm_conf", "backend", "composition", "telemetry_listen",
             "telemetry_token_file", "telemetry_window", "telemetry_retention",
-            "round_second", "priority", "", "Partitions"]
+            "followup_seconds", "round_second", "priority", "", "Partitions"]
 POLICIES = ["fifo", "las", "tiresias", "srtf", "optimus", "first_fit", "consolidated",
             "accept_all", "load_based", "priority", "static", "no_such_policy", "", "FIFO",
             "../etc/passwd"]
@@ -289,6 +289,9 @@ HAND_CONFIGS = [
     '[controller]\ncomposition = "fifo"\ndry_run = "maybe"\n',
     '[controller]\ncomposition = "fifo"\nround_seconds = 1e23\n',
     '[controller]\ncomposition = "fifo"\nlease_seconds = inf\n',
+    '[controller]\ncomposition = "fifo"\nfollowup_seconds = -3\n',
+    '[controller]\ncomposition = "fifo"\nfollowup_seconds = nan\n',
+    '[controller]\ncomposition = "fifo"\nfollowup_seconds = "soon"\n',
     '[controller]\ncomposition = "no_such_composition"\n',
     '[controller]\ncomposition = "/etc/passwd"\n',
     '[controller]\ncomposition = "fifo"\n[scheduling]\npolicy = "fifo"\n',

@@ -2,20 +2,24 @@
 
 One V100 node and one K80 node, the controller with the bundled ``gavel`` composition and a
 ``[controller.throughput]`` that makes a K80 4x slower. With the V100 node drained the job can
-only start on the K80; once the node is back, Gavel gives the job V100 time, the round moves
-it (``requeuehold``, the fake trainer checkpoints on SIGTERM), and a later round pins it to the
-V100 node. The trainer's progress history proves nothing was lost or repeated.
+only start on the K80; once the node is back, the daemon loop (``Controller.run``, rounds
+60 s apart) takes over: Gavel gives the job V100 time, the round moves it (``requeuehold``,
+the fake trainer checkpoints on SIGTERM), and the follow-up round ``followup_seconds`` later,
+not a whole round later, pins it to the V100 node. The trainer's progress history proves
+nothing was lost or repeated.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from _live import wait_for
 
 from blox_slurm.composition import load
-from blox_slurm.controller import Controller
+from blox_slurm.controller import Controller, RoundReport, restarts_deferred
 from blox_slurm.controller_config import ControllerConfig
 from blox_slurm.demo_world import FakeJob, ManagedWorld
 from blox_slurm.slurm.client import SlurmJob
@@ -25,12 +29,14 @@ from blox_slurm.throughput import ThroughputSpec
 pytestmark = pytest.mark.slurm
 
 ITERATIONS = 300  # at 10 iterations/s: 30 s of work
+ROUND_S = 60.0  # the move must complete well within one round: the follow-up does it
 
 
 def test_gavel_moves_a_running_job_from_the_k80_to_the_v100_it_freed() -> None:
     with ManagedWorld(shape="v100:4x1,k80:4x1") as world:  # node1: v100, node2: k80
         client = world.client()
-        cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0,
+        cfg = ControllerConfig(partitions=["blox"], round_seconds=ROUND_S,
+                               followup_seconds=3.0,
                                store=str(world.base / "gavel.db"),
                                heartbeat=str(world.heartbeat), grace_seconds=3.0,
                                throughput=ThroughputSpec(type_speed={"v100": 1.0, "k80": 0.25}))
@@ -47,7 +53,28 @@ def test_gavel_moves_a_running_job_from_the_k80_to_the_v100_it_freed() -> None:
         wait_for(lambda: (p := world.progress(job, "daemon")) and p["iteration"] >= 20, 30,
                  "progress on the k80")
         client.update_nodes(["node1"], "resume")
-        wait_for(lambda: running_on("node1"), 60, "the job to move to the v100 node")
+        wait_for(lambda: all(not n.draining and not n.down for n in client.list_nodes()), 10,
+                 "the v100 node to be back")
+        stop = threading.Event()
+        reports: list[tuple[float, RoundReport]] = []
+
+        def on_round(r: RoundReport) -> None:
+            reports.append((time.monotonic(), r))
+
+        daemon = threading.Thread(target=ctl.run, args=(stop,), kwargs={"on_round": on_round})
+        daemon.start()
+        try:
+            wait_for(lambda: next((j for j in client.list_jobs(["blox"]) if j.job_id == job
+                                   and j.active and j.nodes == ("node1",)), None),
+                     ROUND_S / 2, "the job to move to the v100 node within half a round")
+        finally:
+            stop.set()
+            daemon.join(30)
+        assert not daemon.is_alive()
+        moved = [i for i, (_, r) in enumerate(reports) if restarts_deferred(r)]
+        assert moved and moved[0] + 1 < len(reports), reports
+        gap = reports[moved[0] + 1][0] - reports[moved[0]][0]
+        assert gap < ROUND_S / 4, f"follow-up round {gap:.1f} s after the move"
 
         def finished() -> bool:
             ctl.round()
