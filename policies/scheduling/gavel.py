@@ -195,15 +195,15 @@ def _solve(h: highspy.Highs) -> None:
 def usable_gpus(snapshot: ClusterSnapshot) -> dict[str, int]:
     """``c_t``: per type, the GPUs of UP nodes that are free or held by the snapshot's jobs."""
     node_type = {n.name: n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP}
-    out: dict[str, int] = {}
-    for node, ids in FreeGpus.of(snapshot).by_node.items():
-        out[node_type[node]] = out.get(node_type[node], 0) + len(ids)
+    out = dict.fromkeys(node_type.values(), 0)
     gpus = snapshot.gpus
-    for j in snapshot.jobs:
-        for g in j.gpus:
+    usable = list(FreeGpus.of(snapshot).by_node.values())
+    usable += [j.gpus for j in snapshot.jobs if j.gpus]
+    for ids in usable:
+        for g in ids:
             t = node_type.get(gpus[g].node)
             if t is not None:
-                out[t] = out.get(t, 0) + 1
+                out[t] += 1
     return out
 
 
