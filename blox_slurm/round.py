@@ -5,8 +5,9 @@ The engine walks the scheduler's priority order once:
 * a running job keeps its GPUs, unless it is preempted (a victim restarts at once on GPUs
   left over, or on those of jobs ranked below it, see ``spare_victims``), or the scheduler
   chose a GPU type for it (``Schedule.types``) other than the one it runs on: then, at its
-  rank, it *moves* there if placement finds it room on free GPUs of that type (nobody is
-  preempted for a move). A move is a preemption and a start of the same job in one decision
+  rank, it *moves* there if placement finds it room on free GPUs of that type, or on those
+  of lower-ranked jobs that are leaving the type themselves (a swap; jobs that stay are never
+  stopped for a move). A move is a preemption and a start of the same job in one decision
   (its old GPUs are free for the jobs ranked below); each world carries it out as a
   checkpoint and a restart on the new GPUs;
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from itertools import filterfalse
 from operator import attrgetter
@@ -97,12 +98,17 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     pending_pos = [i for i, j in enumerate(order) if not j.gpus]
     n_running = len(order) - len(pending_pos)
     walk = pending_pos
-    if types:  # running jobs the scheduler wants on another type take part in the walk
+    leaving: set[int] = set()  # running jobs the scheduler wants on another type
+    if types:  # they take part in the walk
         gpus_ = snapshot.gpus
+        # Types compare case-insensitively, as placement matches them (Slurm's gres names
+        # are lower case, node types may not be): "v100" on a "V100" GPU is not a move.
         move_pos = [i for i, j in enumerate(order) if j.gpus and j.id in types
-                    and any(gpus_[g].type != types[j.id] for g in j.gpus)]
+                    and any(gpus_[g].type.casefold() != types[j.id].casefold()
+                            for g in j.gpus)]
         if move_pos:
             walk = sorted(pending_pos + move_pos)
+            leaving = {order[i].id for i in move_pos}
     running: list[Job] | None = None  # running jobs in rank order, built on first need
     running_pos: list[int] = []
     rank: dict[int, int] = {}  # running job id -> its position in the order
@@ -128,16 +134,19 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         starts.append(Start(job.id, gpus))
         return True
 
-    def make_room(job: Job, placed: Job, want: int, pos: int) -> bool:
-        """Let the preemption policy stop running jobs ranked below ``pos`` so that ``job``
-        fits; their GPUs join the free set. False if no choice of victims makes it fit."""
+    def make_room(job: Job, placed: Job, want: int, pos: int,
+                  among: Collection[int] | None = None) -> bool:
+        """Let the preemption policy stop running jobs ranked below ``pos`` (and in ``among``,
+        if given) so that ``job`` fits; their GPUs join the free set. False if no choice of
+        victims makes it fit."""
         nonlocal running, running_pos, rank
         if running is None:
             running_pos = [i for i, j in enumerate(order) if j.gpus]
             running = [order[i] for i in running_pos]
             rank = {order[i].id: i for i in running_pos}
         below = bisect.bisect_right(running_pos, pos)
-        candidates = [v for v in running[below:] if v.id not in preempted]
+        candidates = [v for v in running[below:] if v.id not in preempted
+                      and (among is None or v.id in among)]
         if not candidates:
             return False
 
@@ -184,7 +193,14 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
             continue
         if moving:
             # (One already stopped for a higher-ranked job is a victim: see spare_victims.)
-            if job.id not in preempted and restart(job):
+            # Without free GPUs of its new type, a move may stop lower-ranked jobs that are
+            # leaving that type themselves: two jobs that should swap types swap (the victim
+            # restarts on the mover's old GPUs at its rank). Jobs that stay are never stopped
+            # for a move: it would cost them a restart to end up where they were.
+            if job.id not in preempted and (restart(job) or (
+                    running_below > 0 and spare
+                    and make_room(job, _as_placed(job, types), len(job.gpus), pos, leaving)
+                    and restart(job))):
                 free.give(job.gpus)
                 moved.append(job.id)
                 if explain:

@@ -73,6 +73,22 @@ def test_schedule_types_reach_placement_and_override_the_user_hint() -> None:
     assert started(d) == {1: (8, 9), 2: (10,)}
 
 
+def test_a_type_named_in_another_case_is_no_move() -> None:
+    # The scheduler says "v100", the node says "V100": the job is where it should be. Taken
+    # as a move it would be checkpointed and restarted onto the free V100 next to it.
+    d = decide(snapshot(SHAPE, [running(1, [8], submit=0.0)]), comp("test-types-v100"))
+    assert (d.preempt, d.start) == ((), ())
+
+
+def test_a_move_stops_no_job_that_stays_on_the_type() -> None:
+    # Job 1 runs on a k80 and is wanted on V100; the V100 jobs below it are wanted there too.
+    # No V100 is free: a move may only stop jobs leaving the type, so nothing changes.
+    jobs = [running(1, [0], submit=0.0)] + [running(i, [6 + i], submit=float(i))
+                                            for i in (2, 3, 4, 5)]
+    d = decide(snapshot(SHAPE, jobs), comp("test-types-v100"))
+    assert (d.preempt, d.start) == ((), ())
+
+
 def test_preemption_for_a_typed_job_stops_only_jobs_on_that_type() -> None:
     # A k80 job and a V100 job run (both ranked below, the k80 one last); the new job wants
     # 4 V100s: stopping the k80 job frees 4 GPUs, but not of its type.

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _core_helpers import pending, running, snapshot
+from _core_helpers import pending, running, snapshot, started
 from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
 from blox_slurm import transitions
@@ -183,14 +183,22 @@ def test_an_uncontended_running_job_moves_to_the_faster_idle_type() -> None:
     assert (kept.start, kept.preempt) == ((), ())
 
 
-def test_a_move_needs_free_gpus_of_its_new_type_and_stops_nobody() -> None:
-    # Job 2 (ranked below job 1) holds one v100, the other is down to job 3's: no free v100,
-    # so job 1 stays on its k80 and nobody is preempted for the move.
+def test_a_move_without_free_gpus_swaps_with_a_job_leaving_that_type() -> None:
+    # Job 1 ran on the k80 all along; jobs 2 and 3 hold both v100s. Gavel gives job 1 a v100,
+    # job 2 (owed k80 time, never had any) the k80, job 3 keeps its v100. No v100 is free, so
+    # job 1 stops job 2, which is leaving the v100s anyway, and job 2 restarts on job 1's old
+    # k80: a swap in one round. Job 3, which stays, is not stopped to make room.
     jobs = [running(1, [0], submit=0.0, since=0.0), running(2, [1], submit=50.0, since=50.0),
             running(3, [2], submit=60.0, since=60.0)]
     s = snapshot(SHAPE, jobs, now=360.0, throughput=SPEED)
-    d = decide(s, _gavel(True))
-    assert d.preempt == () and d.start == ()
+    assert Gavel().order(s, s.jobs).types == {1: "v100", 2: "k80", 3: "v100"}
+    c = _gavel(True)
+    d = decide(s, c, explain=True)
+    assert sorted(d.preempt) == [1, 2] and started(d) == {1: (1,), 2: (0,)}
+    assert d.reasons[1].startswith("moved to v100")
+    assert d.reasons[2].endswith("restarted on GPUs left over")
+    again = decide(transitions.apply(s, d), c)
+    assert (again.preempt, again.start) == ((), ())
 
 
 def test_same_throughput_on_every_type_reduces_to_fair_time_sharing() -> None:

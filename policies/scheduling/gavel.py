@@ -38,11 +38,13 @@ first pair whose type still has ``g_j`` GPUs unclaimed this round, and the order
 of assignment. Jobs left without a type follow, running ones first, and may use whatever GPUs
 are left (any type). A running job competes for every type, as in Gavel, which re-places every
 job each round: given another type than the one it runs on, the round engine moves it there
-(a checkpoint and a restart, charged like a preemption) when that type has free GPUs for it;
-otherwise it keeps running where it is, or is preempted by higher priorities and takes its new
-type when it restarts. ``migrate = false`` confines a running job to its current type (it
-changes type only by being preempted): no move costs a restart, but at light load jobs stay
-stranded on slow types while faster ones idle (docs/compositions.md, "Gavel vs LAS").
+(a checkpoint and a restart, charged like a preemption) when that type has free GPUs for it
+or lower-ranked jobs leaving that type (they swap: each restarts where the other was, as far
+as placement allows); otherwise it keeps running where it is, or is preempted by higher
+priorities and takes its new type when it restarts. ``migrate = false`` confines a running
+job to its current type (it changes type only by being preempted): no move costs a restart,
+but at light load jobs stay stranded on slow types while faster ones idle
+(docs/compositions.md, "Gavel vs LAS").
 
 Time on each type is the policy's memory, kept by the world as marks: ``gavel.on.<type>``
 (seconds run there) and ``gavel.seen`` (when it was last counted). Each round adds, for every
