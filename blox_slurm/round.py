@@ -160,6 +160,12 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
             heapq.heappush(victims_due, (rank[v.id], v))
         return bool(victims)
 
+    def relocate(job: Job, pos: int, among: Collection[int] | None = None) -> bool:
+        """Restart running ``job`` on free GPUs or, failing that, on GPUs of jobs ranked
+        below ``pos`` (and in ``among``) that the preemption policy stops for it."""
+        return restart(job) or (
+            make_room(job, _as_placed(job, types), len(job.gpus), pos, among) and restart(job))
+
     def spare_victims(upto: int) -> None:
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
         stopped for may have found room elsewhere (placement chooses from the augmented free
@@ -172,8 +178,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
             if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
                 del preempted[v.id]
                 free.take(v.gpus)
-            elif restart(v) or (make_room(v, _as_placed(v, types), len(v.gpus), at)
-                                and restart(v)):
+            elif relocate(v, at):
                 restarted.add(v.id)
 
     k = 0  # pending jobs walked so far
@@ -197,10 +202,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
             # leaving that type themselves: two jobs that should swap types swap (the victim
             # restarts on the mover's old GPUs at its rank). Jobs that stay are never stopped
             # for a move: it would cost them a restart to end up where they were.
-            if job.id not in preempted and (restart(job) or (
-                    running_below > 0 and spare
-                    and make_room(job, _as_placed(job, types), len(job.gpus), pos, leaving)
-                    and restart(job))):
+            if job.id not in preempted and (
+                    relocate(job, pos, leaving) if spare else restart(job)):
                 free.give(job.gpus)
                 moved.append(job.id)
                 if explain:

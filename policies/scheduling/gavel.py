@@ -243,7 +243,7 @@ class Gavel:
                 sizes.setdefault(n.gpu_type, []).append(len(n.gpu_ids))
         types = sorted(sizes)
         usable = usable_gpus(snapshot)
-        capacity = np.array([usable.get(t, 0) for t in types], dtype=float)
+        capacity = np.array([usable[t] for t in types], dtype=float)
         largest = [max(sizes[t]) for t in types]
         rows, lp_jobs = [], []
         for j in jobs:

@@ -149,10 +149,6 @@ def submit_unmanaged(world: ManagedWorld, user: str, gpus: int, seconds: int) ->
                   "--output=/dev/null", "--wrap", f"sleep {seconds}")
 
 
-def queued(j: SlurmJob) -> bool:
-    return j.pending or j.active or j.state == "COMPLETING"
-
-
 def all_jobs(world: ManagedWorld) -> tuple[list[SlurmJob], dict[int, SlurmJob]]:
     """Every job slurmctld still knows (finished ones included), as a list and by id."""
     jobs = world.client().list_jobs(None, finished=True)
@@ -223,7 +219,7 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
     for jid in preempted:  # requeuehold: wait (bounded) for Slurm to requeue it held
         deadline = time.monotonic() + SETTLE_S
         while (jid in by_id and not (by_id[jid].pending and by_id[jid].held)
-               and queued(by_id[jid]) and time.monotonic() < deadline):
+               and by_id[jid].queued and time.monotonic() < deadline):
             time.sleep(0.2)
             jobs, by_id = all_jobs(world)
     for jid, before in seen.items():
@@ -289,7 +285,7 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
             run.bad(rnd, f"job {jid} listed {ids[jid]} times by Slurm")
             continue
         j = by_id[jid]
-        if not queued(j) and (j.state != FINISHED_OK or j.exit_code != 0) \
+        if not j.queued and (j.state != FINISHED_OK or j.exit_code != 0) \
                 and jid not in run.ended_badly:
             run.ended_badly.add(jid)
             out = world.work / run.jobs[jid].user / f"{jid}.out"
@@ -311,7 +307,7 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
         run.bad(rnd, f"the controller took jobs that are not ours/managed for managed: "
                      f"{sorted(set(seen) - managed_ids)}")
     # all were submitted before the round, and a job queued now was queued when it observed
-    unseen = {j for j in managed_ids if j in by_id and queued(by_id[j])} - set(seen)
+    unseen = {j for j in managed_ids if j in by_id and by_id[j].queued} - set(seen)
     if unseen:
         run.bad(rnd, f"managed jobs in the queue the controller did not see: {sorted(unseen)}")
     state = {r["job_id"]: r["state"] for r in rows}
@@ -328,10 +324,10 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
         if sub.managed:
             continue
         j = by_id[jid]
-        if sub.priority is None and queued(j):
+        if sub.priority is None and j.queued:
             sub.priority = j.priority
         if j.held or j.restart_cnt or j.admin_comment or (
-                queued(j) and sub.priority is not None and j.priority != sub.priority):
+                j.queued and sub.priority is not None and j.priority != sub.priority):
             run.bad(rnd, f"unmanaged job {jid} touched: held={j.held} restarts={j.restart_cnt}"
                          f" admin_comment={j.admin_comment!r} priority {sub.priority}->"
                          f"{j.priority}")
@@ -397,11 +393,11 @@ def run_seed(world: ManagedWorld, seed: int) -> SeedRun:
             rnd += 1
             _, by_id = all_jobs(world)
             if len(run.jobs) == len(plan) and not any(
-                    queued(by_id[j]) for j in run.jobs if j in by_id):
+                    by_id[j].queued for j in run.jobs if j in by_id):
                 break
             assert time.monotonic() < deadline, (
                 f"seed {seed} ({name}): jobs still queued after {SEED_BUDGET_S:g} s: "
-                f"{[(j, by_id[j].state, by_id[j].reason) for j in run.jobs if queued(by_id[j])]}"
+                f"{[(j, by_id[j].state, by_id[j].reason) for j in run.jobs if by_id[j].queued]}"
                 f"; violations so far {run.violations}")
             time.sleep(max(0.0, ROUND_S - (time.monotonic() - t0)))
         # observe the last jobs gone, then check the store as a whole

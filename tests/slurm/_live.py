@@ -80,7 +80,7 @@ class Jobs:
             self.client.cancel(live)
         wait_for(
             lambda: not any(
-                j.job_id in self.ids and (j.active or j.state == "COMPLETING")
+                j.job_id in self.ids and j.in_run
                 for j in self.client.list_jobs()
             ),
             30.0,
