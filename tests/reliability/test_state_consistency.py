@@ -312,7 +312,9 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
         run.bad(rnd, f"managed jobs in the queue the controller did not see: {sorted(unseen)}")
     state = {r["job_id"]: r["state"] for r in rows}
     for jid, before in seen.items():  # the store folded exactly what the round observed
-        want = "running" if before.active else "pending"
+        # (a COMPLETING job is still in its run: the store folds it as running, see
+        # controller._observed)
+        want = "running" if before.in_run else "pending"
         if state.get(jid) != want:
             run.bad(rnd, f"store says job {jid} is {state.get(jid)}, Slurm showed {want}")
     for jid in managed_ids & store_ids - set(seen):
