@@ -30,11 +30,26 @@ def major_minor(version: str) -> tuple[int, int] | None:
         return None
 
 
+def pyslurm_match(slurm_version: str) -> str:
+    """Which pyslurm fits this Slurm and how to get it. pyslurm numbers its releases after
+    the Slurm it is built for (Slurm 24.11 -> pyslurm 24.11.x, 22.05 -> 22.5.x) and refuses to
+    build against any other major.minor; PyPI carries only some series (in 2026: 25.11, and the
+    old 17.11/18.8), and no Debian suite ships a Slurm 25.11 to build that one against."""
+    mm = major_minor(slurm_version)
+    if mm is None:
+        return f"cannot tell which pyslurm matches Slurm {slurm_version!r}"
+    series = f"{mm[0]}.{mm[1]}"
+    return (f"pyslurm {series}.x matches Slurm {slurm_version}: `pip install "
+            f"'pyslurm=={series}.*'` where PyPI has that series, else build PySlurm's "
+            f"v{series}.x source release against libslurm-dev "
+            f"(SLURM_INCLUDE_DIR=/usr/include, SLURM_LIB_DIR=/usr/lib/<arch>)")
+
+
 def pyslurm_status(slurm_version: str, conf: str | None = None) -> PyslurmStatus:
     """Whether pyslurm can be used against a Slurm of ``slurm_version``. The import is first
     tried in a child interpreter: a bad import exits the process instead of raising."""
     if importlib.util.find_spec("pyslurm") is None:
-        return PyslurmStatus(False, "pyslurm is not installed (pip install blox-slurm[pyslurm])")
+        return PyslurmStatus(False, f"pyslurm is not installed; {pyslurm_match(slurm_version)}")
     conf = conf or os.environ.get("SLURM_CONF")
     if not conf or not os.path.isfile(conf):
         return PyslurmStatus(False, "SLURM_CONF is not set to a readable file: importing "
@@ -51,9 +66,8 @@ def pyslurm_status(slurm_version: str, conf: str | None = None) -> PyslurmStatus
         return PyslurmStatus(False, f"importing pyslurm fails: {p.stderr.strip()[-200:]}")
     version = p.stdout.strip()
     if major_minor(version) != major_minor(slurm_version) or major_minor(version) is None:
-        return PyslurmStatus(
-            False, f"pyslurm {version} does not match Slurm {slurm_version}", version
-        )
+        return PyslurmStatus(False, f"pyslurm {version} does not match Slurm "
+                                    f"{slurm_version}; {pyslurm_match(slurm_version)}", version)
     return PyslurmStatus(True, f"pyslurm {version} matches Slurm {slurm_version}", version)
 
 

@@ -1,17 +1,17 @@
 """The default :class:`SlurmClient`: Slurm's own command-line tools.
 
-Reads with ``squeue --json`` / ``sinfo --json`` (one call each for the whole cluster: in 22.05
-``--json`` ignores ``-p``/``-j`` filters, so filtering happens here), acts with ``scontrol`` and
-``scancel``. Verbs take comma-joined ids in one call where Slurm allows it; job fields are only
-ever argv values, never parsed by a shell.
+Reads with ``squeue --json`` and one node list per :class:`~.dialect.Dialect` (one call each
+for the whole cluster: in 22.05 ``--json`` ignores ``-p``/``-j`` filters, so filtering happens
+here), acts with ``scontrol`` and ``scancel``. Verbs take comma-joined ids in one call where
+Slurm allows it; job fields are only ever argv values, never parsed by a shell.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, NoReturn, TypeVar
 
 from .client import (
     JobUpdate,
@@ -22,10 +22,16 @@ from .client import (
     SlurmUnavailable,
     check_node_names,
 )
-from .parse import job_from_json, job_from_scontrol, node_from_json
+from .dialect import Dialect, dialect_of
+from .parse import MISSING, MalformedField, job_from_json, job_from_scontrol, node_from_json
 from .runner import DEFAULT_RETRY, RetryPolicy, Runner
 
 _SIGNAL = re.compile(r"^(?:SIG)?[A-Z0-9]{2,8}$")
+R = TypeVar("R")
+
+
+def _not_a_record(key: str, value: object) -> NoReturn:
+    raise MalformedField(f"{key}[]", value)
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -45,6 +51,7 @@ class CliBackend:
         runner: Runner | None = None,
     ) -> None:
         self.runner = runner or Runner(conf, timeout, retry)
+        self._dialect: Dialect | None = None
 
     @property
     def calls(self) -> int:
@@ -53,18 +60,21 @@ class CliBackend:
     # ------------------------------------------------------------------ reads
 
     def _json(self, argv: list[str]) -> dict[str, Any]:
-        # 22.05's `squeue/sinfo --json` exit 0 with only an "errors" list (stderr empty) when
-        # slurmctld cannot be reached, so the runner never sees a failure to retry: a read is
-        # idempotent, so retry it here with the same backoff.
+        """One ``--json`` read, its dialect learnt from its ``meta``. 22.05's tools exit 0 with
+        only an "errors" list (stderr empty) when slurmctld cannot be reached, so the runner
+        never sees a failure to retry: a read is idempotent, so retry it here."""
         delays = self.runner.retry.delays()
         while True:
             out = self.runner.run(argv, idempotent=True)
             try:
                 data = json.loads(out)
             except json.JSONDecodeError as e:
-                raise SlurmError(f"{argv[0]} --json printed no JSON: {e}", argv) from None
+                raise SlurmError(f"`{' '.join(argv)}` printed no JSON: {e}", argv) from None
+            if not isinstance(data, dict):
+                raise SlurmError(f"`{' '.join(argv)}` printed JSON that is not an object", argv)
             if not data.get("errors"):
-                return dict(data)
+                self._dialect = dialect_of(data, argv)
+                return data
             delay = next(delays, None)
             if delay is None:
                 raise SlurmUnavailable(
@@ -72,9 +82,31 @@ class CliBackend:
                     f"{data['errors']}", argv)
             self.runner._sleep(delay)
 
+    def _records(self, argv: list[str], key: str, parse: Callable[[Any], R],
+                 data: dict[str, Any] | None = None) -> list[R]:
+        """Every record of ``data[key]`` (read with ``argv`` unless given) parsed; anything
+        missing or malformed is a :class:`SlurmError` naming the field, the command and the
+        Slurm version."""
+        if data is None:
+            data = self._json(argv)
+        records = data.get(key)
+        try:
+            if not isinstance(records, list):
+                raise MalformedField(key, records if key in data else MISSING)
+            return [parse(r) if isinstance(r, dict) else _not_a_record(key, r) for r in records]
+        except MalformedField as e:
+            raise SlurmError(f"`{' '.join(argv)}` on {self._dialect}: {e}", argv) from None
+
+    def dialect(self) -> Dialect:
+        """The Slurm we talk to, as its own output names it (asked once, then kept fresh by
+        every read)."""
+        if self._dialect is None:
+            self._json(["sinfo", "--json"])
+        assert self._dialect is not None
+        return self._dialect
+
     def version(self) -> str:
-        meta = self._json(["sinfo", "--json"])["meta"]
-        return str(meta["Slurm"]["release"])
+        return self.dialect().release
 
     def ping(self) -> bool:
         try:
@@ -87,7 +119,7 @@ class CliBackend:
         self, partitions: Collection[str] | None = None, *, finished: bool = False
     ) -> list[SlurmJob]:
         wanted = set(partitions) if partitions is not None else None
-        jobs = [job_from_json(j) for j in self._json(["squeue", "--json"])["jobs"]]
+        jobs = self._records(["squeue", "--json"], "jobs", job_from_json)
         return [
             j
             for j in jobs
@@ -97,19 +129,29 @@ class CliBackend:
 
     def get_job(self, job_id: int) -> SlurmJob | None:
         """One job via ``scontrol -d show job -o`` (cheaper than the whole queue as JSON)."""
+        argv = ["scontrol", "-d", "show", "job", "-o", str(int(job_id))]
         try:
-            out = self.runner.run(
-                ["scontrol", "-d", "show", "job", "-o", str(int(job_id))], idempotent=True
-            )
+            out = self.runner.run(argv, idempotent=True)
         except SlurmError as e:
             if "Invalid job id" in e.stderr:
                 return None
             raise
         line = out.strip().splitlines()[0] if out.strip() else ""
-        return job_from_scontrol(line) if line else None
+        try:
+            return job_from_scontrol(line) if line else None
+        except MalformedField as e:
+            raise SlurmError(f"`{' '.join(argv)}`: {e}", argv) from None
 
     def list_nodes(self) -> list[SlurmNode]:
-        return [node_from_json(n) for n in self._json(["sinfo", "--json"])["nodes"]]
+        """Every node once (:attr:`Dialect.node_argv`: ``sinfo --json`` on 22.05, ``scontrol
+        show nodes --json`` later). A backend that has read nothing yet asks ``sinfo`` for the
+        version first, which on 22.05 is already the answer."""
+        if self._dialect is None:
+            probe = ["sinfo", "--json"]
+            data = self._json(probe)
+            if self.dialect().node_argv == probe:
+                return self._records(probe, "nodes", node_from_json, data)
+        return self._records(self.dialect().node_argv, "nodes", node_from_json)
 
     # ------------------------------------------------------------------ job verbs
 

@@ -25,6 +25,14 @@ IN_RUN_STATES = ACTIVE_STATES | {"COMPLETING"}
 #: ... and every state of a job still in the queue.
 QUEUED_STATES = PENDING_STATES | IN_RUN_STATES
 
+#: Node state flags (upper case, as every version prints them) that mean "no new work here";
+#: the node's running jobs go on. PLANNED (backfill reserved it for a pending job) is not one.
+NO_NEW_WORK_FLAGS = frozenset({"DRAIN", "FAIL", "MAINTENANCE", "RESERVED", "REBOOT_REQUESTED",
+                               "BLOCKED"})
+#: ... and those that mean nothing runs there now.
+DOWN_FLAGS = frozenset({"NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN",
+                        "POWERING_UP", "REBOOT_ISSUED", "INVALID_REG"})
+
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 
 
@@ -107,8 +115,8 @@ class SlurmJob:
 @dataclass(frozen=True, slots=True)
 class SlurmNode:
     name: str
-    state: str  # base state, lower case: idle, mixed, allocated, down, ...
-    flags: frozenset[str] = frozenset()  # DRAIN, COMPLETING, NOT_RESPONDING, ...
+    state: str  # base state, lower case: idle, mixed, allocated, down, error, unknown, future
+    flags: frozenset[str] = frozenset()  # upper case: DRAIN, COMPLETING, NOT_RESPONDING, ...
     reason: str = ""
     gpus_total: int = 0
     gpus_used: int = 0
@@ -122,13 +130,17 @@ class SlurmNode:
 
     @property
     def draining(self) -> bool:
-        return "DRAIN" in self.flags or self.state in ("drain", "draining", "drained")
+        """Takes no new work but lets its jobs finish: drained or draining, failing,
+        in maintenance or a reservation, a reboot asked for, or blocked."""
+        return bool(self.flags & NO_NEW_WORK_FLAGS) or self.state in (
+            "drain", "draining", "drained")
 
     @property
     def down(self) -> bool:
+        """Runs nothing: down, in error, unknown or future, not answering, powered down or
+        rebooting, or registered with a configuration Slurm refused."""
         return self.state in ("down", "error", "unknown", "future") or bool(
-            self.flags & {"NOT_RESPONDING", "POWERED_DOWN", "FAIL"}
-        )
+            self.flags & DOWN_FLAGS)
 
 
 @dataclass(frozen=True, slots=True)

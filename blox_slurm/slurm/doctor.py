@@ -15,6 +15,8 @@ from typing import Any
 from ..emulator.cluster import REQUIRED
 from .backends import select_backend
 from .cli_backend import CliBackend
+from .client import SlurmError
+from .dialect import TESTED_SERIES
 from .runner import RetryPolicy
 
 
@@ -58,6 +60,18 @@ def _binaries(conf: str | None) -> list[Check]:
     return out
 
 
+def slurm_check(cli: CliBackend) -> Check:
+    """The running Slurm as its own output names it, and whether CI tests that version."""
+    try:
+        dialect = cli.dialect()
+    except SlurmError as e:
+        return Check("slurm", False, f"cannot read Slurm's version: {e}")
+    if dialect.series in TESTED_SERIES:
+        return Check("slurm", True, f"{dialect}: a version tested in CI")
+    return Check("slurm", True, f"{dialect}: not one of the versions tested in CI "
+                                f"({', '.join(TESTED_SERIES)}); it is read by its data_parser")
+
+
 def nvml_check() -> Check:
     """NVML is optional (the emulator uses emulated telemetry); report what it says."""
     try:
@@ -95,6 +109,7 @@ def diagnose(conf: str | None = None) -> Report:
         Check("slurmctld", answers, "answers `scontrol ping`" if answers else "does not answer")
     )
     if answers:
+        report.checks.append(slurm_check(CliBackend(usable_conf, timeout=10.0)))
         client, reason = select_backend(usable_conf)
         report.checks.append(Check("backend", True, f"{client.name}: {reason}"))
     else:

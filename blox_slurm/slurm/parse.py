@@ -1,8 +1,9 @@
 """Pure parsers from Slurm's text and JSON into :mod:`blox_slurm.slurm.client` records.
 
-No subprocesses here, so every format quirk is unit-tested from recorded output. Formats are
-those of Slurm 22.05 (``squeue``/``sinfo --json`` with data_parser v0.0.38); where later
-versions wrap numbers as ``{"set": .., "number": ..}`` or states as lists, both are accepted.
+No subprocesses here, so every format quirk is unit-tested from output recorded on every
+supported version (22.05's openapi v0.0.38 to 26.05's data_parser v0.0.45; what differs is
+listed in :mod:`~blox_slurm.slurm.dialect`). Bad JSON input raises :class:`MalformedField`
+naming the field, never a bare ``KeyError``.
 """
 
 from __future__ import annotations
@@ -139,36 +140,122 @@ class ParsedJob(SlurmJob):
     gpu_nodes: int = 0
 
 
-# ---------------------------------------------------------------------------- JSON helpers
+# ---------------------------------------------------------------------------- JSON records
 
 
-def _num(v: Any, default: int = 0) -> int:
-    """A number as v0.0.38 gives it, or as later versions wrap it."""
+class MalformedField(ValueError):
+    """A field of one JSON record is missing or not what its name promises. The backend turns
+    it into a :class:`~blox_slurm.slurm.client.SlurmError` naming the command and the Slurm
+    version; parsers raise nothing else on bad input."""
+
+    def __init__(self, field: str, value: object, record: str = "") -> None:
+        self.field, self.value, self.record = field, value, record
+        where = f" of {record}" if record else ""
+        shown = "missing" if value is MISSING else f"malformed: {value!r:.80}"
+        super().__init__(f"field `{field}`{where} is {shown}")
+
+
+#: The value of a field that is not there at all (told apart from a malformed ``None``).
+MISSING = object()
+
+
+def _number(v: Any, default: int) -> int:
+    """A number as v0.0.38 gives it, or wrapped as ``{"set", "infinite", "number"}`` later."""
     if isinstance(v, dict):
         if not v.get("set", True) or v.get("infinite"):
             return default
         v = v.get("number", default)
     if v is None:
         return default
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise TypeError(v)
     return int(v)
 
 
-def _time(v: Any) -> float | None:
-    t = _num(v)
+def _num(d: Mapping[str, Any], key: str, default: int = 0) -> int:
+    try:
+        return _number(d.get(key), default)
+    except (TypeError, ValueError):
+        raise MalformedField(key, d.get(key)) from None
+
+
+def _time(d: Mapping[str, Any], key: str) -> float | None:
+    t = _num(d, key)
     return float(t) if t > 0 else None
 
 
-def _state(v: Any) -> str:
-    if isinstance(v, list):
-        return str(v[0]) if v else ""
-    return str(v or "")
+def _text(d: Mapping[str, Any], key: str, default: str = "") -> str:
+    v = d.get(key)
+    if v is None or v == "":
+        return default
+    if isinstance(v, str | int) and not isinstance(v, bool):
+        return str(v)
+    raise MalformedField(key, v)
 
 
-def _exit_status(v: Any) -> int:
+def _words(d: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A list of names: a JSON list (v0.0.39+) or a comma-separated string (v0.0.38)."""
+    v = d.get(key)
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        items = v.split(",")
+    elif isinstance(v, list) and all(isinstance(x, str) for x in v):
+        items = v
+    else:
+        raise MalformedField(key, v)
+    return tuple(x for x in (i.strip() for i in items) if x and x != "(null)")
+
+
+def _required(d: Mapping[str, Any], key: str) -> Any:
+    if key not in d or d[key] is None:
+        raise MalformedField(key, MISSING)
+    return d[key]
+
+
+#: Job state flags in the order Slurm's own ``job_state_string()`` lets them win over the base
+#: state, so a v0.0.39+ state list reads as the one word 22.05 printed (``["COMPLETED",
+#: "COMPLETING"]`` -> ``COMPLETING``, ``["PENDING", "REQUEUE_HOLD"]`` -> ``REQUEUE_HOLD``).
+_JOB_FLAG_ORDER = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED",
+                   "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED",
+                   "RESV_DEL_HOLD", "SIGNALING")
+
+
+def _job_state(d: Mapping[str, Any]) -> str:
+    v = _required(d, "job_state")
+    if isinstance(v, str) and v:
+        return v.upper()
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        words = [x.upper() for x in v]
+        return next((f for f in _JOB_FLAG_ORDER if f in words), words[0])
+    raise MalformedField("job_state", v)
+
+
+#: Slurm's base node states (``NODE_STATE_BASE``); every other state word is a flag.
+NODE_BASE_STATES = frozenset({"UNKNOWN", "DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED",
+                              "FUTURE"})
+
+
+def _node_state(d: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
+    """(base state in lower case, flags in upper case). v0.0.38: ``"mixed"`` plus a
+    ``state_flags`` list; v0.0.39+: one list of base state and flags (``["IDLE","DRAIN"]``)."""
+    v = _required(d, "state")
+    words = v.split("+") if isinstance(v, str) else v
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise MalformedField("state", v)
+    words = [w.upper() for w in words] + [w.upper() for w in _words(d, "state_flags")]
+    base = [w for w in words if w in NODE_BASE_STATES]
+    if len(base) != 1:
+        raise MalformedField("state", v)
+    return base[0].lower(), frozenset(w for w in words if w not in NODE_BASE_STATES)
+
+
+def _exit_status(d: Mapping[str, Any]) -> int:
     """v0.0.38 gives the raw wait status (75 << 8 for ``exit 75``), later versions a dict."""
+    v = d.get("exit_code")
     if isinstance(v, dict):
-        return _num(v.get("return_code"))
-    return (_num(v) >> 8) & 0xFF
+        return _num(v, "return_code")
+    return (_num(d, "exit_code") >> 8) & 0xFF
 
 
 def _nodes_of(expr: str) -> tuple[str, ...]:
@@ -176,49 +263,58 @@ def _nodes_of(expr: str) -> tuple[str, ...]:
 
 
 def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
-    """One entry of ``squeue --json``'s ``jobs`` list."""
-    nodes = _nodes_of(str(j.get("nodes") or ""))
-    node_count = _num(j.get("node_count"), 1)
+    """One entry of ``squeue --json``'s ``jobs`` list (the same fields on every supported
+    version). :class:`MalformedField` names the field that is missing or malformed."""
+    job_id = _num(j, "job_id")
+    if job_id <= 0:
+        raise MalformedField("job_id", j.get("job_id", MISSING))
+    try:
+        return _job_fields(j, job_id)
+    except MalformedField as e:
+        raise MalformedField(e.field, e.value, f"job {job_id}") from None
+    except ValueError as e:  # a hostlist or GRES string Slurm would never print
+        raise MalformedField("nodes/gres", str(e), f"job {job_id}") from None
+
+
+def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
+    nodes = _nodes_of(_text(j, "nodes"))
+    node_count = _num(j, "node_count", 1)
     num_gpus, gpu_type, gpu_nodes = _requested(
-        str(j.get("tres_per_job") or ""),
-        str(j.get("tres_per_node") or ""),
-        str(j.get("tres_per_task") or ""),
-        node_count,
-        _num(j.get("tasks"), 1),
+        _text(j, "tres_per_job"), _text(j, "tres_per_node"), _text(j, "tres_per_task"),
+        node_count, _num(j, "tasks", 1),
     )
     alloc = _gres_by_node(nodes, [str(x) for x in j.get("gres_detail") or []])
     if alloc:
         num_gpus = sum(a.count for a in alloc.values())
-    cpus = _num(j.get("cpus"))
-    mem = _num(j.get("memory_per_node")) or _num(j.get("memory_per_cpu")) * cpus
+    cpus = _num(j, "cpus")
     return ParsedJob(
-        job_id=_num(j["job_id"]),
-        name=str(j.get("name") or ""),
-        user=str(j.get("user_name") or ""),
-        account=str(j.get("account") or ""),
-        partition=str(j.get("partition") or ""),
-        state=_state(j.get("job_state")),
-        reason=str(j.get("state_reason") or "None"),
-        priority=_num(j.get("priority")),
+        job_id=job_id,
+        name=_text(j, "name"),
+        user=_text(j, "user_name"),
+        account=_text(j, "account"),
+        partition=_text(j, "partition"),
+        state=_job_state(j),
+        reason=_text(j, "state_reason", "None"),
+        priority=_num(j, "priority"),
         num_gpus=num_gpus,
         gpu_type=gpu_type,
         num_nodes=node_count,
         nodes=nodes,
         gpu_alloc=alloc,
         cpus=cpus,
-        memory_mb=mem,
-        submit_time=_time(j.get("submit_time")),
-        start_time=_time(j.get("start_time")),
-        end_time=_time(j.get("end_time")),
-        eligible_time=_time(j.get("eligible_time")),
-        comment=str(j.get("comment") or ""),
-        admin_comment=str(j.get("admin_comment") or ""),
-        restart_cnt=_num(j.get("restart_cnt")),
+        memory_mb=_num(j, "memory_per_node") or _num(j, "memory_per_cpu") * cpus,
+        submit_time=_time(j, "submit_time"),
+        start_time=_time(j, "start_time"),
+        end_time=_time(j, "end_time"),
+        eligible_time=_time(j, "eligible_time"),
+        comment=_text(j, "comment"),
+        admin_comment=_text(j, "admin_comment"),
+        restart_cnt=_num(j, "restart_cnt"),
         requeue=bool(j.get("requeue", True)),
-        req_nodes=_nodes_of(str(j.get("required_nodes") or "")),
-        exc_nodes=_nodes_of(str(j.get("excluded_nodes") or "")),
-        work_dir=str(j.get("current_working_directory") or ""),
-        exit_code=_exit_status(j.get("exit_code")),
+        req_nodes=_nodes_of(_text(j, "required_nodes")),
+        exc_nodes=_nodes_of(_text(j, "excluded_nodes")),
+        work_dir=_text(j, "current_working_directory"),
+        exit_code=_exit_status(j),
         gpu_nodes=gpu_nodes,
     )
 
@@ -234,24 +330,39 @@ def _gres_by_node(nodes: tuple[str, ...], details: list[str]) -> Mapping[str, Gr
 
 
 def node_from_json(n: Mapping[str, Any]) -> SlurmNode:
-    """One entry of ``sinfo --json``'s ``nodes`` list (one per node, not per partition)."""
-    total = parse_gres(str(n.get("gres") or ""))
-    used = parse_gres(str(n.get("gres_used") or ""))
-    features = str(n.get("active_features") or n.get("features") or "")
+    """One entry of a ``nodes`` list: 22.05's ``sinfo --json`` or 23.02+'s ``scontrol show
+    nodes --json`` (one entry per node; the same field names, states and features shaped per
+    :mod:`~blox_slurm.slurm.dialect`). :class:`MalformedField` names what is wrong."""
+    name = _required(n, "name")
+    if not isinstance(name, str) or not name:
+        raise MalformedField("name", name)
+    try:
+        return _node_fields(n, name)
+    except MalformedField as e:
+        raise MalformedField(e.field, e.value, f"node {name}") from None
+    except ValueError as e:
+        raise MalformedField("gres", str(e), f"node {name}") from None
+
+
+def _node_fields(n: Mapping[str, Any], name: str) -> SlurmNode:
+    total = parse_gres(_text(n, "gres"))
+    used = parse_gres(_text(n, "gres_used"))
+    state, flags = _node_state(n)
+    reason = n.get("reason")
     return SlurmNode(
-        name=str(n["name"]),
-        state=_state(n.get("state")).lower(),
-        flags=frozenset(str(f).upper() for f in n.get("state_flags") or []),
-        reason=str(n.get("reason") or ""),
+        name=name,
+        state=state,
+        flags=flags,
+        reason=_text(reason, "description") if isinstance(reason, dict) else _text(n, "reason"),
         gpus_total=total.count if total else 0,
         gpus_used=used.count if used else 0,
         gpu_type=(total.type if total else "") or "",
         gpus_used_indices=used.indices if used else (),
-        cpus=_num(n.get("cpus")),
-        cpus_alloc=_num(n.get("alloc_cpus")),
-        memory_mb=_num(n.get("real_memory")),
-        features=frozenset(f for f in features.split(",") if f and f != "(null)"),
-        partitions=tuple(str(p) for p in n.get("partitions") or []),
+        cpus=_num(n, "cpus"),
+        cpus_alloc=_num(n, "alloc_cpus"),
+        memory_mb=_num(n, "real_memory"),
+        features=frozenset(_words(n, "active_features") or _words(n, "features")),
+        partitions=_words(n, "partitions"),
     )
 
 
@@ -295,7 +406,17 @@ def _user(v: str) -> str:
 
 
 def job_from_scontrol(line: str) -> SlurmJob:
-    """One line of ``scontrol -d show job -o`` (``-d`` adds the per-node ``GRES=..(IDX:..)``)."""
+    """One line of ``scontrol -d show job -o`` (``-d`` adds the per-node ``GRES=..(IDX:..)``).
+    :class:`MalformedField` when a field the record needs is missing or not a number."""
+    try:
+        return _scontrol_fields(line)
+    except KeyError as e:
+        raise MalformedField(str(e.args[0]), MISSING, "an `scontrol show job` line") from None
+    except ValueError as e:
+        raise MalformedField("(a number or time)", str(e), "an `scontrol show job` line") from None
+
+
+def _scontrol_fields(line: str) -> ParsedJob:
     pairs = scontrol_pairs(line)
     f = dict(pairs)
     alloc: dict[str, GresAlloc] = {}

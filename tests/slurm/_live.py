@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +14,15 @@ import pytest
 from blox_slurm.slurm.client import SlurmClient, SlurmJob
 
 T = TypeVar("T")
+
+
+def installed_release(conf: Path) -> str:
+    """The installed client's own version (``sinfo --version``: ``slurm-wlm 24.11.5``; it
+    needs a config even for that), to check what the backend reads from slurmctld's JSON
+    against something independent."""
+    out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True,
+                         env={**os.environ, "SLURM_CONF": str(conf)})
+    return out.stdout.split()[-1]
 
 
 def wait_for(

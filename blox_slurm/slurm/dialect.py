@@ -1,0 +1,96 @@
+"""What differs between the Slurm versions blox-slurm supports, in one place.
+
+A :class:`Dialect` is read from the ``meta`` block every ``--json`` output carries, so the
+backend reads each version by what its own output says (its release and its data_parser), never
+by guessing from a missing key. Everything version-specific the CLI backend does is a property
+here; the parsers accept every supported shape of a record.
+
+Supported and tested in CI: 22.05 (Debian 12), 24.11 (Debian 13), 26.05 (Debian sid).
+
+==========================  =====================  ===================================
+                            22.05 (openapi v0.0.38) 23.02+ (data_parser v0.0.39 and later)
+==========================  =====================  ===================================
+version in ``meta``         ``meta.Slurm.release``  ``meta.slurm.release``
+the node list               ``sinfo --json`` has    ``sinfo --json`` has a ``sinfo`` list
+                            ``nodes``               (one entry per node and partition);
+                                                    ``scontrol show nodes --json`` has
+                                                    ``nodes``: that is what we read
+node ``state``              base state, lower case, list of upper-case words, base state
+                            flags in ``state_flags`` and flags together (``["IDLE","DRAIN"]``)
+node ``features``           comma-separated string  list
+numbers                     plain                   sometimes ``{"set","infinite","number"}``
+``squeue --json``           same job fields on every supported version (numbers as above)
+==========================  =====================  ===================================
+
+Verbs (``hold``, ``release``, ``requeue``, ``requeuehold``, ``update ... StartTime=now``,
+``ReqNodeList``) behave alike on all three for what the controller relies on; what differs is
+documented in ``docs/admin-guide.md`` ("Supported Slurm versions").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .client import SlurmError
+
+#: The Slurm release series CI runs every live test on (keep in step with `.ci/run`).
+TESTED_SERIES = ("22.05", "24.11", "26.05")
+
+#: The oldest release whose ``scontrol show nodes`` speaks JSON (data_parser v0.0.39).
+_SCONTROL_JSON = (23, 2)
+
+_PARSER = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The Slurm a ``--json`` output came from: ``release`` (``24.11.5``) and ``data_parser``
+    (``v0.0.42``; 22.05's openapi plugin ``v0.0.38``)."""
+
+    release: str
+    data_parser: str
+
+    @property
+    def major_minor(self) -> tuple[int, int]:
+        major, minor, *_ = (int(p) for p in self.release.split("."))
+        return major, minor
+
+    @property
+    def series(self) -> str:
+        """``24.11`` (as the release spells it: 22.05, not 22.5)."""
+        return ".".join(self.release.split(".")[:2])
+
+    @property
+    def node_argv(self) -> list[str]:
+        """The one call that lists every node once, with its GPUs in use: per node and
+        complete on every version, and one node RPC to slurmctld (``sinfo`` also asks for
+        partitions, and from 23.02 on repeats each node once per partition)."""
+        if self.major_minor >= _SCONTROL_JSON:
+            return ["scontrol", "show", "nodes", "--json"]
+        return ["sinfo", "--json"]
+
+    def __str__(self) -> str:
+        return f"Slurm {self.release} (data_parser {self.data_parser})"
+
+
+def dialect_of(data: Mapping[str, Any], argv: Sequence[str]) -> Dialect:
+    """The dialect named in a ``--json`` output's ``meta``; a :class:`SlurmError` naming the
+    command when ``meta`` does not say (an output we cannot read by what it says)."""
+    meta = data.get("meta")
+    if not isinstance(meta, Mapping):
+        raise SlurmError(f"`{' '.join(argv)}` printed JSON without a `meta` block", argv)
+    slurm = meta.get("slurm") or meta.get("Slurm")  # 22.05 capitalises it
+    plugin = meta.get("plugin")
+    release = slurm.get("release") if isinstance(slurm, Mapping) else None
+    parser = ""
+    if isinstance(plugin, Mapping):
+        parser = str(plugin.get("data_parser") or plugin.get("type") or "")
+    found = _PARSER.search(parser)
+    if not isinstance(release, str) or not re.match(r"^\d+\.\d+", release) or found is None:
+        raise SlurmError(
+            f"`{' '.join(argv)}`: `meta` names no Slurm release and data_parser "
+            f"(meta.slurm.release={release!r}, meta.plugin={plugin!r})", argv)
+    return Dialect(release, found.group(0))
