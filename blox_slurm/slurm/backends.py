@@ -75,15 +75,15 @@ def select_backend(conf: str | None = None, prefer: str = "auto") -> tuple[Slurm
     """(client, reason). ``prefer``: ``auto`` (pyslurm when it matches, else the CLI),
     ``cli`` or ``pyslurm`` (an error when it cannot be used)."""
     cli = CliBackend(conf)
-    if prefer == "cli":
-        return cli, "the CLI backend was requested"
-    try:
-        version = cli.version()
+    try:  # also teaches the CLI backend its dialect: the first round then costs 2 calls
+        dialect = cli.dialect()
     except SlurmError as e:
         if prefer == "pyslurm":
             raise
         return cli, f"CLI backend: cannot ask slurmctld for its version ({e})"
-    status = pyslurm_status(version, conf)
+    if prefer == "cli":
+        return cli, f"the CLI backend was requested; {dialect}"
+    status = pyslurm_status(dialect.release, conf)
     if status.usable:
         if conf:
             os.environ["SLURM_CONF"] = conf  # pyslurm reads the environment at import

