@@ -28,6 +28,10 @@ from .runner import DEFAULT_RETRY, RetryPolicy, Runner
 
 _SIGNAL = re.compile(r"^(?:SIG)?[A-Z0-9]{2,8}$")
 R = TypeVar("R")
+#: Ended jobs too (a run that began and ended between two rounds still reaches the store):
+#: from 23.02 ``squeue --json`` honours squeue's default state filter and lists only queued
+#: jobs; 22.05 ignores ``--states`` and lists everything anyway.
+SQUEUE = ["squeue", "--json", "--states=all"]
 
 
 def _not_a_record(key: str, value: object) -> NoReturn:
@@ -119,7 +123,7 @@ class CliBackend:
         self, partitions: Collection[str] | None = None, *, finished: bool = False
     ) -> list[SlurmJob]:
         wanted = set(partitions) if partitions is not None else None
-        jobs = self._records(["squeue", "--json"], "jobs", job_from_json)
+        jobs = self._records(SQUEUE, "jobs", job_from_json)
         return [
             j
             for j in jobs

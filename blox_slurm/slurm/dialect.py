@@ -19,7 +19,9 @@ node ``state``              base state, lower case, list of upper-case words, ba
                             flags in ``state_flags`` and flags together (``["IDLE","DRAIN"]``)
 node ``features``           comma-separated string  list
 numbers                     plain                   sometimes ``{"set","infinite","number"}``
-``squeue --json``           same job fields on every supported version (numbers as above)
+``squeue --json``           all jobs, ``--states``  the queued jobs unless ``--states=all``
+                            ignored                 (which we pass: ended jobs matter)
+job fields                  the same on every supported version (numbers as above)
 ==========================  =====================  ===================================
 
 Verbs (``hold``, ``release``, ``requeue``, ``requeuehold``, ``update ... StartTime=now``,

@@ -38,7 +38,7 @@ SCENE = (  # (sbatch options, final state the recording waits for)
     (["--gres=gpu:1"], "RUNNING"),
 )
 COMMANDS = {  # file name -> argv (``scontrol show nodes --json`` exists from 23.02 on)
-    "squeue.json": ["squeue", "--json"],
+    "squeue.json": ["squeue", "--json", "--states=all"],
     "sinfo.json": ["sinfo", "--json"],
     "scontrol_show_nodes.json": ["scontrol", "show", "nodes", "--json"],
     "scontrol_d_show_job.txt": ["scontrol", "-d", "show", "job", "-o"],

@@ -29,7 +29,7 @@ FIX = Path(__file__).parent / "fixtures"
 VERSIONS = sorted(p.name for p in FIX.iterdir() if (p / "release.txt").exists())
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "slurm"
 FILES = {
-    ("squeue", "--json"): "squeue.json",
+    ("squeue", "--json", "--states=all"): "squeue.json",
     ("sinfo", "--json"): "sinfo.json",
     ("scontrol", "show", "nodes", "--json"): "scontrol_show_nodes.json",
 }
@@ -83,7 +83,7 @@ def test_the_dialect_comes_from_meta_and_picks_the_node_call(version: str) -> No
         "scontrol", "show", "nodes", "--json")
     # One read to learn the dialect (on 22.05 it is the node list itself), then the node
     # list, then the queue; a steady round is the last two only.
-    assert argvs[-2:] == [node_call, ("squeue", "--json")]
+    assert argvs[-2:] == [node_call, ("squeue", "--json", "--states=all")]
     assert argvs.count(("sinfo", "--json")) == 1
 
 
@@ -179,7 +179,7 @@ def test_a_bad_job_field_is_a_slurm_error_naming_field_command_and_version(
         getattr(cli, read)()
     message = str(e.value)
     assert f"`{field}" in message
-    assert "`squeue --json`" in message and f"Slurm {version}" in message
+    assert "`squeue --json --states=all`" in message and f"Slurm {version}" in message
 
 
 @pytest.mark.parametrize("version", VERSIONS)
