@@ -13,6 +13,7 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -25,7 +26,15 @@ from pathlib import Path
 from ..slurm.cli_backend import CliBackend
 from ..slurm.client import SlurmError
 from ..slurm.runner import RetryPolicy
-from .conf import Layout, Ports, check_path, device_names, render_gres_conf, render_slurm_conf
+from .conf import (
+    Layout,
+    Ports,
+    check_path,
+    device_names,
+    render_cgroup_conf,
+    render_gres_conf,
+    render_slurm_conf,
+)
 from .errors import DaemonDied, EmulatorError, MissingPackage, NotRunning, PortInUse
 from .spec import EmulatorSpec, spec_from_dict, spec_to_dict
 
@@ -60,6 +69,16 @@ def check_packages(auth: str = "none") -> dict[str, str]:
                 f"start: `update-alternatives --set {daemon} /usr/sbin/{daemon}-wlm`"
             )
     return found
+
+
+def daemon_release(slurmd: str) -> tuple[int, int]:
+    """(major, minor) of the installed slurmd: the files it accepts differ by version."""
+    out = subprocess.run([slurmd, "-V"], capture_output=True, text=True, timeout=30)  # noqa: S603
+    found = re.search(r"(\d+)\.(\d+)", out.stdout)
+    if out.returncode != 0 or found is None:
+        printed = (out.stdout + out.stderr).strip()
+        raise EmulatorError(f"`{slurmd} -V` printed no version: {printed}")
+    return int(found[1]), int(found[2])
 
 
 def pick_ports(count: int, base: int | None) -> list[int]:
@@ -195,7 +214,7 @@ class Emulator:
                 )
         ports = pick_ports(self.spec.num_nodes + 1, self.spec.base_port)
         self.ports = Ports(ports[0], tuple(ports[1:]))
-        self._write_files()
+        self._write_files(daemon_release(binaries["slurmd"]))
         deadline = t0 + timeout
         try:
             if self.spec.auth == "munge":
@@ -293,7 +312,7 @@ class Emulator:
 
     # ------------------------------------------------------------------ start
 
-    def _write_files(self) -> None:
+    def _write_files(self, release: tuple[int, int]) -> None:
         L = self.layout
         for d in L.directories():
             d.mkdir(parents=True, exist_ok=True)
@@ -305,6 +324,7 @@ class Emulator:
             render_slurm_conf(self.spec, L, self.ports, host, getpass.getuser())
         )
         L.gres_conf.write_text(render_gres_conf(self.spec, L))
+        L.cgroup_conf.write_text(render_cgroup_conf(release))
         L.plugstack_conf.write_text("")  # isolate from the host's /etc/slurm/plugstack.conf
         for name in device_names(self.spec):
             dev = L.dev_dir / name

@@ -1,4 +1,4 @@
-"""Render ``slurm.conf`` and ``gres.conf`` for an emulated cluster into its run directory.
+"""Render ``slurm.conf``, ``gres.conf`` and ``cgroup.conf`` for an emulated cluster.
 
 Every path Slurm writes (state, spool, logs, pid files, fake devices, munge socket) lives under
 the run directory, so several emulators can run side by side and nothing touches /etc. The
@@ -28,6 +28,10 @@ class Layout:
     @property
     def gres_conf(self) -> Path:
         return self.root / "gres.conf"
+
+    @property
+    def cgroup_conf(self) -> Path:
+        return self.root / "cgroup.conf"
 
     @property
     def plugstack_conf(self) -> Path:
@@ -170,6 +174,16 @@ def _group_starts(spec: EmulatorSpec) -> list[int]:
         starts.append(n)
         n += g.count
     return starts
+
+
+def render_cgroup_conf(release: tuple[int, int]) -> str:
+    """slurmd from 23.02 loads a cgroup plugin even with ``proctrack/linuxproc`` and
+    ``task/none``, and exits at start when no cgroup filesystem is mounted (a chroot, a
+    container); ``disabled`` (from 23.11) skips cgroups altogether. 22.05 has no ``disabled``,
+    and its ``cgroup/v1`` starts without a cgroup filesystem where autodetect would not.
+    Slurm reads this file from slurm.conf's directory, so the host's own is never used."""
+    plugin = "disabled" if release >= (23, 11) else "cgroup/v1"
+    return f"CgroupPlugin={plugin}\n"
 
 
 def render_gres_conf(spec: EmulatorSpec, layout: Layout) -> str:
