@@ -148,8 +148,9 @@ class ManagedWorld:
         cmd = (f"{PYTHON} {self.work / TRAINER.name} --iterations {job.iterations} "
                f"--iters-per-sec {iters_per_sec:g}")
         return self.client().submit([
-            f"--partition={PARTITION}", f"--uid={job.user}", f"--gres=gpu:{job.gpus}",
-            f"--chdir={wd}", f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd])
+            f"--partition={PARTITION}", f"--gres=gpu:{job.gpus}",
+            f"--chdir={wd}", f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd],
+            as_user=job.user)
 
     def submit_sleep(self, count: int, seconds: int = 3600) -> list[int]:
         """``count`` 1-GPU ``sleep`` jobs (as root): queue filler for the benchmark."""

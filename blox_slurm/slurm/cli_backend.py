@@ -234,8 +234,13 @@ class CliBackend:
             raise ValueError(f"unknown node action {action!r}")
         self._scontrol("update", f"NodeName={','.join(names)}", *state, idempotent=True)
 
-    def submit(self, argv: Sequence[str], script: str | None = None) -> int:
-        out = self.runner.run(["sbatch", "--parsable", *argv], idempotent=False, stdin=script)
+    def submit(self, argv: Sequence[str], script: str | None = None,
+               as_user: str | None = None) -> int:
+        """Submit with ``sbatch``; ``as_user`` (root only) runs sbatch as that Unix user via
+        ``runuser``, since Slurm takes the caller's uid and 26.05 refuses ``--uid``."""
+        prefix = ["runuser", "-u", as_user, "--"] if as_user else []
+        out = self.runner.run([*prefix, "sbatch", "--parsable", *argv], idempotent=False,
+                              stdin=script)
         try:
             return int(out.strip().split(";")[0])
         except ValueError:

@@ -253,6 +253,8 @@ class SlurmClient(Protocol):
 
     def update_nodes(self, names: Sequence[str], action: NodeAction, reason: str = "") -> None: ...
 
-    def submit(self, argv: Sequence[str], script: str | None = None) -> int:
-        """``sbatch`` with ``argv`` options (and ``script`` on stdin); returns the job id."""
+    def submit(self, argv: Sequence[str], script: str | None = None,
+               as_user: str | None = None) -> int:
+        """``sbatch`` with ``argv`` options (and ``script`` on stdin), as ``as_user`` when
+        given (the caller must be root); returns the job id."""
         ...

@@ -75,9 +75,10 @@ class World:
     def ctld(self) -> Any:
         return next(d for d in self.emu.daemons if d.name == "slurmctld")
 
-    def submit(self, *opts: str, cmd: str = "sleep 300", partition: str = "blox") -> int:
+    def submit(self, *opts: str, cmd: str = "sleep 300", partition: str = "blox",
+               user: str | None = None) -> int:
         return self.client.submit([f"--partition={partition}", "--chdir=/tmp",
-                                   "--output=/dev/null", *opts, "--wrap", cmd])
+                                   "--output=/dev/null", *opts, "--wrap", cmd], as_user=user)
 
     def live(self) -> dict[int, Any]:
         return {j.job_id: j for j in self.client.list_jobs()}
@@ -186,7 +187,7 @@ def test_slurmctld_outage_rounds_fail_daemon_survives_and_workload_finishes(
     sleeps: list[float] = []
     runner = recording_runner(world, 10.0, 2, sleeps)
     ctl = make_controller(world, "outage", CliBackend(runner=runner))
-    jobs = [world.submit("--gres=gpu:1", "--uid=nobody", cmd="sleep 3") for _ in range(6)]
+    jobs = [world.submit("--gres=gpu:1", cmd="sleep 3", user="nobody") for _ in range(6)]
     assert all(world.live()[j].held for j in jobs)  # the plugin held them for the policy
     killed = False
     try:
