@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 
 import pytest
 
@@ -172,27 +171,21 @@ def test_metrics_is_frozen() -> None:
         m.count = 0  # type: ignore[misc]
 
 
-def test_summarize_100k_jobs_is_fast() -> None:
-    n = 100_000
+def big_result(n: int) -> RunResult:
+    """``n`` jobs, 2 GPUs busy-steps each, the measured window leaving 3 % out at each end."""
     jobs = tuple(
-        JobRecord(
-            i,
-            i * 10.0,
-            1,
-            50.0 + i % 97,
-            i * 10.0 + i % 13,
-            i * 10.0 + 200 + i % 97,
-            i % 3,
-            50.0 + i % 97,
-        )
+        JobRecord(i, i * 10.0, 1, 50.0 + i % 97, i * 10.0 + i % 13, i * 10.0 + 200 + i % 97,
+                  i % 3, 50.0 + i % 97)
         for i in range(n)
     )
     busy = tuple((j.first_start + k * j.jct, k) for j in jobs for k in (0, 1))
-    result = RunResult("big", 1024, jobs, busy, measured=frozenset(range(3_000, 90_000)))
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        m = summarize(result)
-        best = min(best, time.perf_counter() - t0)
+    return RunResult("big", 1024, jobs, busy, measured=frozenset(range(3 * n // 100, 9 * n // 10)))
+
+
+def test_summarize_counts_only_the_measured_window_of_a_large_run() -> None:
+    """How fast this is belongs to benchmarks/bench_metrics.py; here, that it is right."""
+    m = summarize(big_result(100_000))
     assert m.count == 87_000
-    assert best < 0.5, f"summarize took {best:.3f} s for 100k jobs"  # ~0.12 s on the dev box
+    # Job i waits i % 13 s and runs 200 + i % 97 - i % 13 s: the means over jobs 3000..89999.
+    window = range(3_000, 90_000)
+    assert m.avg_jct == pytest.approx(sum(200 + i % 97 for i in window) / len(window))
