@@ -36,6 +36,37 @@ blox_job_submit = M
 
 -- job_desc.priority when an update does not touch priority (NO_VAL in slurm.h)
 local NO_VAL = 4294967294
+local NO_VAL16 = 65534
+
+-- What an owner may not change on a managed job, with why: each would undo a decision the
+-- scheduler made or is about to make. Strings are nil and numbers NO_VAL(16) when an update
+-- leaves the field alone. (Dependencies and begin times stay the owner's: the controller
+-- treats a job Slurm will not start as not runnable.)
+local GUARDED = {
+  { "partition", "moving it would leave it held where nothing schedules it" },
+  { "requeue", "the scheduler preempts it by requeueing it" },
+  { "req_nodes", "the scheduler places it" },
+  { "exc_nodes", "the scheduler places it" },
+  { "min_nodes", "its size is what the scheduler granted" },
+  { "max_nodes", "its size is what the scheduler granted" },
+  { "tres_per_node", "its GPUs are what the scheduler granted" },
+  { "tres_per_job", "its GPUs are what the scheduler granted" },
+  { "tres_per_socket", "its GPUs are what the scheduler granted" },
+  { "tres_per_task", "its GPUs are what the scheduler granted" },
+  { "num_tasks", "its size is what the scheduler granted" },
+  { "cpus_per_task", "its CPUs are part of where it fits" },
+}
+
+--- The first guarded field an update sets, with the reason; nil when it sets none.
+function M.guarded_change(job_desc)
+  for _, entry in ipairs(GUARDED) do
+    local value = job_desc[entry[1]]
+    if value ~= nil and value ~= NO_VAL and value ~= NO_VAL16 then
+      return entry[1], entry[2]
+    end
+  end
+  return nil
+end
 local MAX_COMMENT = 512
 local HINT_PREFIX = "blox:"
 local MARK = "blox:managed"
@@ -305,6 +336,12 @@ function slurm_job_modify(job_desc, job_ptr, part_list, modify_uid)
     if priority ~= nil and priority ~= NO_VAL then
       return refuse(job_ptr, modify_uid, "blox-slurm schedules this job: its hold and priority "
         .. "are the scheduler's; cancel and resubmit to change it", slurm.ESLURM_ACCESS_DENIED)
+    end
+    local field, why = M.guarded_change(job_desc)
+    if field ~= nil then
+      return refuse(job_ptr, modify_uid, "blox-slurm schedules this job: " .. field .. " cannot "
+        .. "change (" .. why .. "); cancel and resubmit to change it",
+        slurm.ESLURM_ACCESS_DENIED)
     end
   end
   if not marked and not operator and job_desc.partition ~= nil

@@ -211,6 +211,43 @@ def test_user_cannot_move_a_job_into_a_managed_partition(c: Cluster) -> None:
     assert c.show(job)["Partition"] == "plain"
 
 
+@pytest.mark.parametrize(("update", "field"), [
+    ("Requeue=0", "requeue"),  # red team F3: an unpreemptible job keeps its GPUs
+    ("Partition=plain", "partition"),  # F10: held for ever where nothing schedules it
+    ("Partition=blox,plain", "partition"),
+    ("ExcNodeList=node1", "exc_nodes"),  # F5: the placement is the scheduler's
+    ("ReqNodeList=node2", "req_nodes"),
+    ("NumNodes=2", "min_nodes"),
+    ("TresPerNode=gres/gpu:2", "tres_per_node"),  # F5: a 1-GPU grant ran with 4 GPUs
+])
+def test_owner_cannot_undo_the_schedulers_decisions(c: Cluster, update: str, field: str) -> None:
+    """Held or released (the window between release and start), a managed job's owner cannot
+    change what the policy decided or relies on; root (the controller) still can."""
+    needs_root()
+    job = c.submit("--partition=blox", "--gres=gpu:1", "--begin=now+1hour", user=USER)
+    before = c.show(job)
+    for released in (False, True):
+        if released:  # --begin keeps it pending once released: the race window, held open
+            assert c.run("scontrol", "release", str(job)).returncode == 0
+        out = c.run("scontrol", "update", f"JobId={job}", update, user=USER)
+        assert out.returncode != 0, (update, released, out.stdout)
+        assert c.refused(job, f"{field} cannot change")
+    after = c.show(job)
+    for key in ("Requeue", "Partition", "ExcNodeList", "ReqNodeList", "NumNodes", "TresPerNode"):
+        assert after.get(key) == before.get(key), key
+    out = c.run("scontrol", "update", f"JobId={job}", "ExcNodeList=node1")
+    assert out.returncode == 0, out.stderr  # root: an operator
+
+
+def test_owner_may_still_change_what_the_scheduler_does_not_decide(c: Cluster) -> None:
+    needs_root()
+    job = c.submit("--partition=blox", "--gres=gpu:1", "--time=30", user=USER)
+    out = c.run("scontrol", "update", f"JobId={job}", "TimeLimit=20", "Name=renamed", user=USER)
+    assert out.returncode == 0, out.stderr
+    info = c.show(job)
+    assert info["TimeLimit"] == "00:20:00" and info["JobName"] == "renamed"
+
+
 def test_config_is_reread_when_the_script_changes(c: Cluster) -> None:
     """Slurm reloads job_submit.lua when its mtime moves; the config is read with it."""
     script = c.emu.layout.job_submit_lua
