@@ -30,7 +30,7 @@ from .model import ClusterSnapshot, Decisions, GpuSample
 from .round import decide
 from .slurm.apply import Applier, Plan, make_plan
 from .slurm.client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
-from .slurm.job_submit import parse_admin_comment, write_heartbeat
+from .slurm.job_submit import clear_heartbeat, parse_admin_comment, write_heartbeat
 from .slurm.snapshot import build_snapshot
 from .store import Observed, Store
 from .telemetry.buffer import TelemetryBuffer
@@ -206,7 +206,8 @@ class Controller:
     def run(self, stop: threading.Event, max_rounds: int | None = None,
             on_round: Callable[[RoundReport], None] | None = None) -> int:
         """Rounds every ``round_seconds`` until ``stop`` is set (a round in progress is
-        finished first). Never raises on a Slurm error. Returns the number of rounds run."""
+        finished first), then removes the heartbeat (and hands back if configured). Never
+        raises on a Slurm error. Returns the number of rounds run."""
         n = 0
         followup = False  # the last round was a follow-up: never two in a row
         while not stop.is_set() and (max_rounds is None or n < max_rounds):
@@ -226,8 +227,10 @@ class Controller:
             if followup and self.cfg.followup_seconds > 0:
                 period = min(period, self.cfg.followup_seconds)
             stop.wait(max(0.0, period - (time.monotonic() - t0)))
-        if self.cfg.handback_on_exit and not self.cfg.dry_run:
-            handback(self.client, self.cfg.partitions)
+        if not self.cfg.dry_run:
+            clear_heartbeat(self.cfg.heartbeat)  # first: no new job gets held meanwhile
+            if self.cfg.handback_on_exit:
+                handback(self.client, self.cfg.partitions)
         return n
 
 

@@ -159,6 +159,14 @@ def write_heartbeat(path: Path | str, now: float | None = None) -> None:
         raise
 
 
+def clear_heartbeat(path: Path | str) -> None:
+    """A clean stop: no heartbeat reads as stale at once, so the plugin fails open and the
+    watchdog may hand back now, not a lease later (a stopped controller's last stamp would
+    otherwise hold new jobs that nobody will release)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
 def read_heartbeat(path: Path | str) -> float | None:
     """The heartbeat's timestamp; ``None`` when missing, unreadable or not one integer."""
     try:

@@ -19,7 +19,10 @@ the real ``blox-slurm handback --if-stale`` CLI):
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -159,3 +162,42 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
         names[j]: (rows[j]["state"], rows[j]["preemptions"]) for j in fake}
     print(f"\nfail-open: {len(fake)} jobs, watchdog released {released}, takeover actions "
           f"{dict(per_job)}, lost=0, stuck=0")
+
+
+def test_item14_a_clean_stop_fails_open_at_once(clean_queue: ManagedWorld,
+                                                tmp_path: Path) -> None:
+    """Red team item 14: after SIGTERM the heartbeat stayed fresh, so new jobs were held and
+    the watchdog refused for up to a lease. Now the stop removes it: a job submitted right
+    after is left to Slurm, and ``handback --if-stale`` acts although the lease (an hour
+    here, so the test cannot pass by waiting) has not run out."""
+    world = clean_queue
+    store_path = world.base / "cleanstop.db"
+    config = write_controller_toml(tmp_path / "controller.toml", world, store_path, "fifo",
+                                   0.5, lease_seconds=3600.0)
+    proc = subprocess.Popen([sys.executable, "-m", "blox_slurm", "run", "--config",
+                             str(config)], stderr=subprocess.PIPE)
+    try:
+        _until(lambda: _round_finished(store_path), 30, "the controller's first round")
+        assert heartbeat_age(world.heartbeat, time.time()) is not None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not world.heartbeat.exists()
+    after = world.submit_sleep(1)[0]
+    job = {j.job_id: j for j in world.client().list_jobs(["blox"])}[after]
+    assert job.admin_comment.startswith("blox:managed,failopen") and not job.held
+    out = subprocess.run([sys.executable, "-m", "blox_slurm", "handback", "--if-stale",
+                          "--config", str(config), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "heartbeat_age" not in json.loads(out.stdout)  # not "controller alive"
+
+
+def _round_finished(store: Path) -> bool:
+    if not store.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        return db.execute("SELECT 1 FROM rounds WHERE finished IS NOT NULL AND error = ''"
+                          ).fetchone() is not None
