@@ -397,7 +397,10 @@ class Emulator:
 
     def _start_munge(self, binaries: dict[str, str]) -> None:
         m = self.layout.munge_dir
-        m.mkdir(mode=0o700, exist_ok=True)
+        m.mkdir(exist_ok=True)
+        # Searchable, not listable: every user's sbatch must reach the socket; the key stays
+        # private by its own mode (mungekey writes it 0600).
+        m.chmod(0o711)
         key = m / "munge.key"
         if not key.exists():
             subprocess.run(  # noqa: S603

@@ -157,14 +157,22 @@ def test_job_submit_lua_is_installed_and_enforced(tmp_path: Path) -> None:
 
 @pytest.mark.slurm
 def test_munge_auth(tmp_path: Path) -> None:
+    """Root and an ordinary user submit (red team item 17: the munge directory was 0700, so
+    every non-root sbatch failed with "Failed to access munge.socket: Permission denied")."""
+    tmp_path.chmod(0o755)  # pytest's own parents are 0700: the run dir must be reachable
+    for parent in tmp_path.parents[:2]:
+        parent.chmod(parent.stat().st_mode | 0o011)
     emu = Emulator(EmulatorSpec(tmp_path / "run", groups=parse_gpus("gpu:1x1"), auth="munge"))
     emu.up()
     try:
         assert "AuthType=auth/munge" in emu.conf.read_text()
         c = emu.client()
-        job = c.submit([f"--output={tmp_path}/%j.out", "--gres=gpu:1", "--wrap", "echo hi"])
-        wait_for(lambda: (j := c.get_job(job)) is not None and j.state == "COMPLETED", 20,
-                 "the munge-authenticated job")
+        jobs = [c.submit(["--output=/dev/null", "--chdir=/tmp", "--gres=gpu:1", "--wrap",
+                          "true"], as_user=user) for user in (None, "nobody")]
+        wait_for(lambda: all((j := c.get_job(i)) is not None and j.state == "COMPLETED"
+                             for i in jobs), 20, "the munge-authenticated jobs")
+        assert c.get_job(jobs[1]).user == "nobody"  # type: ignore[union-attr]
+        assert (emu.layout.munge_dir / "munge.key").stat().st_mode & 0o077 == 0
     finally:
         emu.down()
     assert not any(cluster._alive(d.pid) for d in emu.daemons)
