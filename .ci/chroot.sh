@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Newer Slurm for the live suites: Debian trixie (Slurm 24.11) and sid (Slurm 26.05) need
+# their own glibc, so they run in debootstrap chroots beside the host's 22.05.
+#
+#   .ci/chroot.sh build SUITE           build (or reuse) the chroot, install this checkout
+#   .ci/chroot.sh run SUITE CMD [ARG..] run CMD in the chroot, in the checkout's copy
+#
+# A chroot is cached under /var/cache/blox-slurm/chroots/SUITE-<hash of this recipe>, so a
+# changed recipe builds a new one instead of reusing a stale one; the checkout is copied in
+# afresh on every build call and the venv is rebuilt only when pyproject.toml changes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+mirror="http://deb.debian.org/debian"
+packages="python3 python3-venv python3-pip slurmctld slurmd slurm-client munge lua5.1 procps iproute2 ca-certificates"
+
+die() { echo "chroot.sh: $*" >&2; exit 1; }
+
+root_for() {
+  local recipe
+  recipe="$(printf '%s\n%s\n%s\n' "$1" "$packages" "$mirror" | sha256sum | cut -c1-16)"
+  echo "/var/cache/blox-slurm/chroots/$1-$recipe"
+}
+
+bootstrap() {  # SUITE DIR: a minbase Debian with Slurm, munge and Python; no daemons started
+  local suite="$1" dir="$2"
+  rm -rf "$dir.partial"
+  debootstrap --variant=minbase "$suite" "$dir.partial" "$mirror" >/dev/null
+  printf '#!/bin/sh\nexit 101\n' >"$dir.partial/usr/sbin/policy-rc.d"
+  chmod +x "$dir.partial/usr/sbin/policy-rc.d"
+  # The archive here is a fixed snapshot: sid's Release file counts as expired.
+  echo 'Acquire::Check-Valid-Until "false";' >"$dir.partial/etc/apt/apt.conf.d/99snapshot"
+  cp /etc/resolv.conf "$dir.partial/etc/resolv.conf"
+  chroot "$dir.partial" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c \
+    "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages" >/dev/null
+  mv "$dir.partial" "$dir"
+}
+
+in_chroot() {  # DIR CMD...: a clean environment; the host's CA bundle (PyPI sits behind a
+  # TLS proxy here) replaces the chroot's own, whose path the host's variables name.
+  local dir="$1"; shift
+  chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/blox-venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PIP_CERT=/etc/ssl/host-ca.crt SSL_CERT_FILE=/etc/ssl/host-ca.crt \
+    REQUESTS_CA_BUNDLE=/etc/ssl/host-ca.crt "$@"
+}
+
+install_checkout() {  # DIR: copy the tracked files in; (re)build the venv when deps changed
+  local dir="$1" stamp
+  rm -rf "$dir/opt/blox-slurm"
+  mkdir -p "$dir/opt/blox-slurm"
+  (cd "$here" && git ls-files -z --cached --others --exclude-standard \
+     | tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$dir/opt/blox-slurm" -xf -
+  cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/host-ca.crt"
+  stamp="$(sha256sum "$here/pyproject.toml" | cut -c1-16)"
+  if [ "$(cat "$dir/opt/blox-venv/.deps" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$dir/opt/blox-venv"
+    in_chroot "$dir" sh -c "python3 -m venv /opt/blox-venv && /opt/blox-venv/bin/pip install \
+      -q -e '/opt/blox-slurm[dev]'"
+    echo "$stamp" >"$dir/opt/blox-venv/.deps"
+  else
+    in_chroot "$dir" /opt/blox-venv/bin/pip install -q --no-deps -e /opt/blox-slurm >/dev/null
+  fi
+}
+
+build() {
+  local suite="$1" dir
+  dir="$(root_for "$suite")"
+  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+  mkdir -p "$(dirname "$dir")"
+  exec 9>"$dir.lock"
+  flock 9
+  if [ ! -d "$dir" ]; then
+    local t0=$SECONDS
+    bootstrap "$suite" "$dir"
+    echo "chroot $suite built in $((SECONDS - t0)) s: $dir"
+  fi
+  install_checkout "$dir"
+}
+
+run() {  # SUITE CMD...: a private mount namespace, so nothing stays mounted after the run
+  local suite="$1" dir; shift
+  dir="$(root_for "$suite")"
+  [ -d "$dir" ] || die "no $suite chroot: run '.ci/chroot.sh build $suite' first"
+  unshare --mount --propagation private /usr/bin/env BLOX_CHROOT="$dir" bash -c '
+    set -e
+    mount -t proc proc "$BLOX_CHROOT/proc"
+    mount -t sysfs sysfs "$BLOX_CHROOT/sys"
+    mount --rbind /dev "$BLOX_CHROOT/dev"
+    mount -t tmpfs tmpfs "$BLOX_CHROOT/tmp"
+    exec "$@"
+  ' bash "$here/.ci/chroot.sh" in-chroot "$dir" sh -c 'cd /opt/blox-slurm && exec "$@"' sh "$@"
+}
+
+case "${1:-}" in
+  build) [ $# -eq 2 ] || die "usage: build SUITE"; build "$2" ;;
+  in-chroot) shift; in_chroot "$@" ;;  # run's second half, inside its mount namespace
+  run) [ $# -ge 3 ] || die "usage: run SUITE CMD [ARG...]"; shift; run "$@" ;;
+  *) die "usage: $0 build SUITE | run SUITE CMD [ARG...]" ;;
+esac
