@@ -27,6 +27,7 @@ from .abstractions import FreeGpus
 from .composition import Composition
 from .controller_config import ControllerConfig
 from .model import ClusterSnapshot, Decisions, GpuSample
+from .preflight import missing_partitions, plugin_disagreement
 from .round import decide
 from .slurm.apply import Applier, Plan, make_plan
 from .slurm.client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
@@ -108,6 +109,9 @@ class Controller:
             listed = self.client.list_jobs(self.cfg.partitions, finished=True)
         except SlurmError as exc:
             return self._failed(rid, started, calls0, f"observe: {exc}")
+        problem = self.misconfigured(nodes)
+        if problem is not None:  # before the heartbeat: the plugin must fail open
+            return self._failed(rid, started, calls0, f"config: {problem}")
         now = self.clock()
         if not self.cfg.dry_run:
             write_heartbeat(self.cfg.heartbeat, now)
@@ -132,6 +136,13 @@ class Controller:
         if plan.preempt and not self.cfg.dry_run:
             self.store.note_preempted(plan.preempt, self.clock())
         return self._finished(rid, started, calls0, snapshot, d, plan, applier.failures)
+
+    def misconfigured(self, nodes: list[SlurmNode]) -> str | None:
+        """Why this controller must not heartbeat (see :mod:`blox_slurm.preflight`). A dry
+        run writes no heartbeat, so the plugin's config is not its business."""
+        if not self.cfg.dry_run and (problem := plugin_disagreement(self.cfg)):
+            return problem
+        return missing_partitions(self.cfg.partitions, nodes)
 
     def snapshot(self, managed: Mapping[int, SlurmJob], nodes: list[SlurmNode],
                  now: float) -> ClusterSnapshot:
@@ -206,32 +217,39 @@ class Controller:
     def run(self, stop: threading.Event, max_rounds: int | None = None,
             on_round: Callable[[RoundReport], None] | None = None) -> int:
         """Rounds every ``round_seconds`` until ``stop`` is set (a round in progress is
-        finished first), then removes the heartbeat (and hands back if configured). Never
-        raises on a Slurm error. Returns the number of rounds run."""
+        finished first), then hands back if configured. Never raises on a Slurm error; raises
+        :class:`StoreGone` if the store's file disappears. However it ends, the heartbeat is
+        removed first, so the plugin fails open at once. Returns the number of rounds run."""
         n = 0
         followup = False  # the last round was a follow-up: never two in a row
-        while not stop.is_set() and (max_rounds is None or n < max_rounds):
-            t0 = time.monotonic()
-            try:
-                report = self.round()
-            except Exception:  # a bug must not take the cluster's scheduler down silently
-                log.exception("round crashed; continuing")
-                self.metrics.inc("blox_round_errors_total")
-                report = None
-            n += 1
-            if report is not None and on_round is not None:
-                on_round(report)
-            period = self.cfg.round_seconds
-            followup = (not followup and not self.cfg.dry_run and report is not None
-                        and restarts_deferred(report))
-            if followup and self.cfg.followup_seconds > 0:
-                period = min(period, self.cfg.followup_seconds)
-            stop.wait(max(0.0, period - (time.monotonic() - t0)))
-        if not self.cfg.dry_run:
-            clear_heartbeat(self.cfg.heartbeat)  # first: no new job gets held meanwhile
-            if self.cfg.handback_on_exit:
-                handback(self.client, self.cfg.partitions)
+        try:
+            while not stop.is_set() and (max_rounds is None or n < max_rounds):
+                t0 = time.monotonic()
+                self.store.check_present()
+                report = self._guarded_round()
+                n += 1
+                if report is not None and on_round is not None:
+                    on_round(report)
+                period = self.cfg.round_seconds
+                followup = (not followup and not self.cfg.dry_run and report is not None
+                            and restarts_deferred(report))
+                if followup and self.cfg.followup_seconds > 0:
+                    period = min(period, self.cfg.followup_seconds)
+                stop.wait(max(0.0, period - (time.monotonic() - t0)))
+        finally:
+            if not self.cfg.dry_run:
+                clear_heartbeat(self.cfg.heartbeat)
+        if self.cfg.handback_on_exit and not self.cfg.dry_run:
+            handback(self.client, self.cfg.partitions)
         return n
+
+    def _guarded_round(self) -> RoundReport | None:
+        try:
+            return self.round()
+        except Exception:  # a bug must not take the cluster's scheduler down silently
+            log.exception("round crashed; continuing")
+            self.metrics.inc("blox_round_errors_total")
+            return None
 
 
 def restarts_deferred(report: RoundReport) -> bool:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
+import sqlite3
 import statistics
 import threading
 import time
@@ -25,7 +27,7 @@ from .controller_config import ConfigError, ControllerConfig, load_config
 from .slurm.backends import select_backend
 from .slurm.client import SlurmError
 from .slurm.job_submit import heartbeat_age, heartbeat_fresh
-from .store import Store
+from .store import Store, StoreGone
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="controller.toml")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
@@ -33,14 +35,41 @@ err = Console(stderr=True)
 
 
 def _errors() -> AbstractContextManager[None]:
-    return exit_codes((ConfigError, ValueError), (SlurmError,))
+    return exit_codes((ConfigError, ValueError), (SlurmError, StoreGone))
 
 
 def _store(config: Path) -> tuple[ControllerConfig, Store]:
     cfg, _ = load_config(config)
     if not Path(cfg.store).exists():
         raise ConfigError(f"no store at {cfg.store}: has `blox-slurm run` been started?")
-    return cfg, Store(cfg.store)
+    return cfg, _open_store(cfg.store)
+
+
+def _open_store(path: str) -> Store:
+    try:
+        return Store(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigError(f"cannot open the store {path} ({exc}): set [controller] store to "
+                          "a file in a writable directory") from None
+
+
+def _check_slurm_conf(conf: str | None) -> None:
+    """Slurm's commands retry a missing slurm.conf for 60 s per call, silently."""
+    if conf and not (os.path.isfile(conf) and os.access(conf, os.R_OK)):
+        raise ConfigError(f"slurm.conf {conf} is not a readable file: set [controller] "
+                          "slurm_conf (or SLURM_CONF) to the cluster's slurm.conf")
+
+
+def _preflight(ctl: Controller) -> None:
+    """The round's own checks, once before the first round: a controller that could only
+    fail every round refuses to start, with the reason (slurmctld down: exit 1)."""
+    try:
+        nodes = ctl.client.list_nodes()
+    except SlurmError as exc:
+        raise SlurmError(f"cannot read Slurm's nodes at start-up: {exc}") from None
+    problem = ctl.misconfigured(nodes)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _print(data: Any, as_json: bool, render: Any) -> None:
@@ -59,14 +88,23 @@ def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
 
     if not cfg.telemetry_token_file:
         raise ConfigError("telemetry_listen needs telemetry_token_file")
-    token = Path(cfg.telemetry_token_file).read_text().strip()
+    try:
+        token = Path(cfg.telemetry_token_file).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"telemetry_token_file: {exc}") from None
     if not token:
         raise ConfigError(f"{cfg.telemetry_token_file} is empty")
     host, _, port = cfg.telemetry_listen.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"telemetry_listen {cfg.telemetry_listen!r}: expected HOST:PORT")
     # Keep a whole window per GPU for agents sampling every 10 s or slower (the agent's default).
     ctl.telemetry = TelemetryBuffer(per_gpu=int(cfg.telemetry_window / 10) + 12)
-    return TelemetryReceiver(token, host=host or "127.0.0.1", port=int(port),
-                             buffer=ctl.telemetry, metrics=ctl.metrics).start()
+    try:
+        return TelemetryReceiver(token, host=host or "127.0.0.1", port=int(port),
+                                 buffer=ctl.telemetry, metrics=ctl.metrics).start()
+    except OSError as exc:
+        raise ConfigError(f"telemetry_listen {cfg.telemetry_listen}: {exc.strerror or exc} "
+                          "(another controller or process has it? choose a free port)") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -92,11 +130,13 @@ def register(app: typer.Typer) -> None:
             cfg, comp = load_config(config)
             if dry_run:
                 cfg = cfg.model_copy(update={"dry_run": True})
+            _check_slurm_conf(cfg.slurm_conf or os.environ.get("SLURM_CONF"))
             client, why = select_backend(cfg.slurm_conf, cfg.backend)
+            ctl = Controller(cfg, comp, client, _open_store(cfg.store))
+            _preflight(ctl)
+            receiver = _telemetry(cfg, ctl)
             err.print(f"{why}; composition {comp.name}; partitions {','.join(cfg.partitions)}"
                       f"{'; DRY RUN' if cfg.dry_run else ''}", highlight=False)
-            ctl = Controller(cfg, comp, client, Store(cfg.store))
-            receiver = _telemetry(cfg, ctl)
 
             def show(r: RoundReport) -> None:
                 if verbose:

@@ -49,6 +49,10 @@ class ControllerConfig(BaseModel):
     checkpoint_signal: str | None = None
     grace_seconds: float = Field(default=10.0, ge=0, le=86400, allow_inf_nan=False)
     require_mark: bool = True  # act only on jobs the job-submit plugin marked managed
+    # The plugin's blox_job_submit.conf, checked against partitions and heartbeat at start and
+    # every round (see blox_slurm.preflight). None: beside slurm.conf. "": no check (only
+    # where the controller's host cannot read the file; a mismatch then holds jobs for ever).
+    plugin_config: str | None = None
     slurm_conf: str | None = None
     backend: Literal["auto", "cli", "pyslurm"] = "auto"
     composition: str | None = None

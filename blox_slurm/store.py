@@ -51,6 +51,10 @@ class Observed:
     account: str = ""
 
 
+class StoreGone(RuntimeError):
+    """The store's file was deleted or replaced under a running controller."""
+
+
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -62,6 +66,22 @@ class Store:
         self.db.enable_wal()
         self.db.execute("PRAGMA busy_timeout = 5000")
         self._create()
+        self._identity = self._file_identity()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def check_present(self) -> None:
+        """Raise :class:`StoreGone` if the file is no longer the one opened: SQLite would go
+        on writing into the unlinked inode, and the history would vanish at the next start
+        while ``status`` and ``explain`` already see no store."""
+        if self._file_identity() != self._identity:
+            raise StoreGone(f"the store {self.path} was deleted or replaced while the "
+                            "controller ran: restart it (a new store starts empty)")
 
     def _create(self) -> None:
         db = self.db

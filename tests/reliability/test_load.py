@@ -98,6 +98,7 @@ def test_thousand_queued_jobs_and_an_agent_per_node(clean_queue: ManagedWorld) -
     os.chmod(token, 0o600)
     cfg = ControllerConfig(partitions=[PARTITION], round_seconds=ROUND_S,
                            store=str(world.base / "load.db"), heartbeat=str(world.heartbeat),
+                           slurm_conf=str(world.emu.conf),
                            lease_seconds=4.0, telemetry_listen="127.0.0.1:0",
                            telemetry_token_file=str(token), telemetry_window=30.0,
                            telemetry_retention=RETENTION_S, grace_seconds=3.0)

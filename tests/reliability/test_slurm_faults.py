@@ -130,7 +130,8 @@ def make_controller(world: World, name: str, client: Any = None,
                     round_seconds: float = 0.5) -> Controller:
     cfg = ControllerConfig(partitions=["blox"], round_seconds=round_seconds,
                            store=str(world.base / f"{name}.db"),
-                           heartbeat=str(world.heartbeat), grace_seconds=1.0)
+                           heartbeat=str(world.heartbeat), grace_seconds=1.0,
+                           slurm_conf=str(world.emu.conf))
     comp = build({"name": "fifo", "scheduling": "fifo", "placement": "first_fit"})
     return Controller(cfg, comp, client or world.client, Store(cfg.store))
 

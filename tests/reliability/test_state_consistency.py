@@ -356,7 +356,7 @@ def run_seed(world: ManagedWorld, seed: int) -> SeedRun:
     cfg = ControllerConfig(partitions=[PARTITION], round_seconds=ROUND_S,
                            store=str(world.base / f"consistency-{seed}.db"),
                            heartbeat=str(world.heartbeat), lease_seconds=float(LEASE),
-                           grace_seconds=3.0)
+                           grace_seconds=3.0, slurm_conf=str(world.emu.conf))
     ctl = Recording(cfg, composition.load(name), client, Store(cfg.store))
     # the plan: (arrival round, user, gpus, iterations or seconds, managed)
     plan = [(rng.randrange(0, 4), USERS[i % 3], rng.choice([g for g in (1, 1, 2, 2, 4)

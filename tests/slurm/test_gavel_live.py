@@ -39,6 +39,7 @@ def test_gavel_moves_a_running_job_from_the_k80_to_the_v100_it_freed() -> None:
                                followup_seconds=3.0,
                                store=str(world.base / "gavel.db"),
                                heartbeat=str(world.heartbeat), grace_seconds=3.0,
+                               slurm_conf=str(world.emu.conf),
                                throughput=ThroughputSpec(type_speed={"v100": 1.0, "k80": 0.25}))
         ctl = Controller(cfg, load("gavel"), client, Store(cfg.store))
         client.update_nodes(["node1"], "drain", "test: the v100s are away")

@@ -56,6 +56,7 @@ def test_the_guide_policy_drives_slurm_unchanged(policy_files: tuple[Path, Path]
         config.write_text(
             "[controller]\npartitions = [\"blox\"]\nround_seconds = 0.5\n"
             f"store = \"{tmp_path / 'state.db'}\"\nheartbeat = \"{world.heartbeat}\"\n"
+            f"slurm_conf = \"{world.emu.conf}\"\n"
             f"policy_paths = [\"{policy}\"]\ncomposition = \"{composition}\"\n")
         cfg, comp = load_config(config)
         assert comp.scheduling.policy_name == "smallest_first"  # type: ignore[attr-defined]

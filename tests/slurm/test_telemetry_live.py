@@ -80,6 +80,7 @@ def test_idle_job_is_flagged_and_a_node_with_gpu_errors_is_drained(world: dict) 
     os.chmod(token, 0o600)
     cfg = ControllerConfig(partitions=["blox"], round_seconds=0.5, store=str(base / "tel.db"),
                            heartbeat=str(world["heartbeat"]), telemetry_listen="127.0.0.1:0",
+                           slurm_conf=str(world["emu"].conf),
                            telemetry_token_file=str(token), telemetry_window=30.0)
     comp = build({"name": "tiresias+guard", "scheduling": "tiresias",
                   "cluster": {"policy": "telemetry_guard", "idle_action": "flag",
