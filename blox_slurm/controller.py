@@ -33,6 +33,7 @@ from .slurm.apply import Applier, Plan, make_plan
 from .slurm.client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
 from .slurm.job_submit import clear_heartbeat, parse_admin_comment, write_heartbeat
 from .slurm.snapshot import build_snapshot
+from .start_watch import StartWatch
 from .store import Observed, Store
 from .telemetry.buffer import TelemetryBuffer
 from .telemetry.prometheus import MetricsRegistry
@@ -79,6 +80,7 @@ class Controller:
         self.metrics = metrics or MetricsRegistry()
         self.clock = clock
         self.throughput = cfg.throughput.build()
+        self.watch = StartWatch(cfg.start_timeout, cfg.unstartable_backoff)
         # newest telemetry sample already in the store, per (node, GPU index)
         self._stored_until: dict[tuple[str, int], float] = {}
 
@@ -120,14 +122,17 @@ class Controller:
         self.store.observe(now, [_observed(j) for j in managed.values()],
                            {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active},
                            {j.job_id: run for j in listed if (run := j.ended_run) is not None})
-        snapshot = self.snapshot(managed, nodes, now)
+        aside = self.watch.update(managed, now)  # runnable: what the policy may start
+        snapshot = self.snapshot({k: j for k, j in managed.items() if k not in aside}, nodes,
+                                 now)
         d = decide(snapshot, self.comp, explain=True)
         drained = frozenset(n.name for n in nodes if n.draining)
         plan = make_plan(managed, d, snapshot, drained)
         gpu_nodes = {s.job_id: sorted({snapshot.gpus[g].node for g in s.gpus}) for s in d.start}
         self.store.record_decisions(rid, d, plan.hold, gpu_nodes)
         self.store.update_policy_state(d.admit, d.marks,
-                                       {j: r for r, j in enumerate(d.order)}, d.reasons)
+                                       {j: r for r, j in enumerate(d.order)},
+                                       {**d.reasons, **aside})
         applier = Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
             rid, verb, ids, ok, err, self.cfg.dry_run), dry_run=self.cfg.dry_run,
             checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,
@@ -296,11 +301,14 @@ def handback(client: SlurmClient, partitions: list[str]) -> list[int]:
     """Release every job the controller holds in ``partitions``; leave everything else.
     Slurm then schedules them on its own (the fail-open path). Returns the released ids."""
     jobs = [j for j in client.list_jobs(partitions) if j.partition in partitions]
-    ids = sorted(j.job_id for j in jobs if held_by_us(j))
-    if ids:
-        try:  # a requeued job would otherwise wait ~120 s before Slurm may start it
-            client.update_jobs(ids, JobUpdate(start_now=True))
+    held = [j for j in jobs if held_by_us(j)]
+    requeued = sorted(j.job_id for j in held if j.restart_cnt > 0)
+    if requeued:
+        try:  # a requeued job would otherwise wait ~120 s (never a fresh job: its --begin)
+            client.update_jobs(requeued, JobUpdate(start_now=True))
         except SlurmError as exc:
             log.warning("handback: StartTime=now failed (%s); releasing anyway", exc)
+    ids = sorted(j.job_id for j in held)
+    if ids:
         client.release(ids)
     return ids

@@ -49,6 +49,10 @@ class ControllerConfig(BaseModel):
     checkpoint_signal: str | None = None
     grace_seconds: float = Field(default=10.0, ge=0, le=86400, allow_inf_nan=False)
     require_mark: bool = True  # act only on jobs the job-submit plugin marked managed
+    # A released job Slurm has not started within start_timeout seconds is held again and
+    # kept from the policy for unstartable_backoff seconds (doubling); see start_watch.py.
+    start_timeout: float = Field(default=60.0, gt=0, le=86400, allow_inf_nan=False)
+    unstartable_backoff: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False)
     # The plugin's blox_job_submit.conf, checked against partitions and heartbeat at start and
     # every round (see blox_slurm.preflight). None: beside slurm.conf. "": no check (only
     # where the controller's host cannot read the file; a mismatch then holds jobs for ever).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from blox_slurm.model import ClusterSnapshot, Decisions, Drain, Start, build_cluster
 from blox_slurm.slurm.apply import make_plan
 from blox_slurm.slurm.client import SlurmJob
@@ -56,3 +58,23 @@ def test_drains_skip_nodes_already_draining() -> None:
     d = Decisions(drain=(Drain("node1", "gpu errors"), Drain("node2", "gpu errors")))
     plan = make_plan({}, d, SNAP, drained=frozenset({"node2"}))
     assert plan.drain == (Drain("node1", "gpu errors"),)
+
+
+def test_only_requeued_jobs_get_starttime_now() -> None:
+    """A fresh job's StartTime is its owner's --begin (red team item 8); a requeued one's is
+    Slurm's ~120 s requeue delay, which the pin lifts."""
+    fresh, requeued = job(1), replace(job(2), restart_cnt=1)
+    plan = make_plan({1: fresh, 2: requeued},
+                     Decisions(start=(Start(1, (0,)), Start(2, (1,)))), SNAP)
+    assert plan.release == {("node1",): (1, 2)} and plan.start_now == {2}
+
+
+def test_a_job_its_owner_requeued_is_repinned_with_starttime_now() -> None:
+    """Red team item 13: released, pinned where the policy wants it, but kept waiting ~120 s
+    by Slurm's requeue delay: the plan lifts it, it does not leave it alone."""
+    waiting = replace(job(1, held=False, req_nodes=("node1",)), restart_cnt=1,
+                      reason="BeginTime")
+    plan = make_plan({1: waiting}, Decisions(start=(Start(1, (0,)),)), SNAP)
+    assert plan.repin == {("node1",): (1,)} and plan.start_now == {1}
+    unstarted = replace(waiting, restart_cnt=0)  # its owner's --begin: not ours to lift
+    assert make_plan({1: unstarted}, Decisions(start=(Start(1, (0,)),)), SNAP).empty

@@ -5,8 +5,8 @@ Desired state of a managed job after a round:
 
 * running, not preempted        -> leave it
 * running, preempted            -> checkpoint signal, then ``requeuehold`` (pending, held again)
-* pending, started by the round -> pinned to the chosen nodes (``ReqNodeList``, ``StartTime=now``)
-                                   and released
+* pending, started by the round -> pinned to the chosen nodes (``ReqNodeList``; also
+                                   ``StartTime=now`` if it was requeued) and released
 * pending, not started          -> held
 
 A job that asked for GPUs *per node* (``--gres=gpu:N``) carries the ``nodes`` hint: Slurm
@@ -39,6 +39,10 @@ class Plan:
     repin: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
     drain: tuple[Drain, ...] = ()
     refused: Mapping[int, str] = field(default_factory=dict)  # starts not applied: why
+    # Of the jobs released or re-pinned, those requeued before: their pin also sets
+    # StartTime=now, which lifts Slurm's ~120 s requeue delay. Never for a job that has not
+    # run yet: its StartTime is the user's --begin.
+    start_now: frozenset[int] = frozenset()
 
     @property
     def empty(self) -> bool:
@@ -68,6 +72,7 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
     repin: dict[tuple[str, ...], list[int]] = defaultdict(list)
     hold: list[int] = []
     preempt = tuple(j for j in d.preempt if j in managed and managed[j].active)
+    start_now: set[int] = set()
     for job_id, job in managed.items():
         if not job.pending:
             continue
@@ -75,15 +80,19 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
         if nodes is None:
             if not job.held:
                 hold.append(job_id)
-        elif job.held:
+            continue
+        delayed = job.restart_cnt > 0 and (job.held or job.reason == "BeginTime")
+        if delayed:  # ours, or its owner's requeue (a released job kept waiting ~120 s)
+            start_now.add(job_id)
+        if job.held:
             release[nodes].append(job_id)
-        elif tuple(sorted(job.req_nodes)) != nodes:
+        elif delayed or tuple(sorted(job.req_nodes)) != nodes:
             repin[nodes].append(job_id)
     drain = tuple(x for x in d.drain if x.node not in drained)
     return Plan(preempt, tuple(sorted(hold)),
                 {k: tuple(v) for k, v in release.items()},
                 {k: tuple(v) for k, v in repin.items()}, drain,
-                {j: why for j, why in refused.items() if j in managed})
+                {j: why for j, why in refused.items() if j in managed}, frozenset(start_now))
 
 
 def _misfit(bound: str | None, nodes: tuple[str, ...], per_gpu: Sequence[str]) -> str:
@@ -134,14 +143,25 @@ class Applier:
         if plan.hold:
             self._batched("hold", plan.hold, self.client.hold)
         for nodes, ids in plan.release.items():
-            pinned = self._batched(f"pin {','.join(nodes)}", ids,
-                                   self._updater(JobUpdate(req_nodes=nodes, start_now=True)))
+            pinned = self._pin(nodes, ids, plan.start_now)
             if pinned:
                 self._batched("release", pinned, self.client.release)
         for nodes, ids in plan.repin.items():
-            self._batched(f"pin {','.join(nodes)}", ids, self._updater(JobUpdate(req_nodes=nodes)))
+            self._pin(nodes, ids, plan.start_now)
         for dr in plan.drain:
             self._node("drain", dr.node, dr.reason)
+
+    def _pin(self, nodes: tuple[str, ...], ids: Sequence[int],
+             start_now: frozenset[int]) -> list[int]:
+        """``ReqNodeList=nodes`` (one call per kind: with ``StartTime=now`` for requeued
+        jobs, without for the rest); returns the ids pinned."""
+        pinned: list[int] = []
+        for now in (True, False):
+            batch = [i for i in ids if (i in start_now) == now]
+            if batch:
+                pinned += self._batched(f"pin {','.join(nodes)}", batch, self._updater(
+                    JobUpdate(req_nodes=nodes, start_now=now)))
+        return pinned
 
     def _updater(self, update: JobUpdate) -> Callable[[Sequence[int]], None]:
         return lambda ids: self.client.update_jobs(ids, update)

@@ -74,6 +74,7 @@ class SlurmJob:
     exc_nodes: tuple[str, ...] = ()
     work_dir: str = ""
     exit_code: int = 0
+    dependency: str = ""  # as Slurm shows it: "afterok:12(unfulfilled)", "" when none
 
     @property
     def held(self) -> bool:

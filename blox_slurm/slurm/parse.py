@@ -315,6 +315,7 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
         exc_nodes=_nodes_of(_text(j, "excluded_nodes")),
         work_dir=_text(j, "current_working_directory"),
         exit_code=_exit_status(j),
+        dependency=_text(j, "dependency"),
         gpu_nodes=gpu_nodes,
     )
 
@@ -471,5 +472,6 @@ def _scontrol_fields(line: str) -> ParsedJob:
         exc_nodes=_nodes_of(_null(f.get("ExcNodeList", ""))),
         work_dir=_null(f.get("WorkDir", "")),
         exit_code=int(f.get("ExitCode", "0:0").split(":")[0]),
+        dependency=_null(f.get("Dependency", "")),
         gpu_nodes=gpu_nodes,
     )

@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import LEASE, write_controller_toml
+from conftest import LEASE, until, write_controller_toml
 
 from blox_slurm.controller import Controller, RoundReport
 from blox_slurm.controller_config import load_config
@@ -42,20 +42,6 @@ from blox_slurm.store import Store
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 
 IPS = 10.0
-
-
-def _until(probe, timeout: float, what: str, step=None, every: float = 0.3):
-    """Poll ``probe`` (running ``step`` before each try) until truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if step is not None:
-            step()
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
 
 
 def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> None:
@@ -98,7 +84,7 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     a = [submit(f"A{i}", 4, 300, u) for i, u in enumerate(("daemon", "bin", "nobody"), 1)]
     b = submit("B", 4, 40, "bin")
     assert all(jobs()[j].held and jobs()[j].admin_comment == "blox:managed" for j in [*a, b])
-    _until(lambda: all(jobs()[j].state == "RUNNING" for j in [*a, b]), 30,
+    until(lambda: all(jobs()[j].state == "RUNNING" for j in [*a, b]), 30,
            "the controller to start A1-A3 and B", step=round_, every=0.5)
     h = submit("H", 2, 150, "nobody")  # 15 s: still running when the controller is back
     r = round_()
@@ -109,20 +95,20 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     # ------------------------------------------------------------------ 2. controller down
     died = time.time()
     # the plugin compares whole seconds (os.time()): stale for it once age >= LEASE + 1
-    _until(lambda: (heartbeat_age(world.heartbeat, time.time()) or 0) > LEASE + 1.2,
+    until(lambda: (heartbeat_age(world.heartbeat, time.time()) or 0) > LEASE + 1.2,
            LEASE + 6, "the heartbeat to go stale")
-    _until(lambda: b not in jobs(), 20, "B to finish")
+    until(lambda: b not in jobs(), 20, "B to finish")
     assert jobs()[h].held  # a free node, and H is still held: nobody releases it but us
     age = heartbeat_age(world.heartbeat, time.time())
     f1 = submit("F1", 1, 200, "daemon")
     j = jobs()[f1]
     assert not j.held and j.admin_comment == "blox:managed,failopen", (
         j.admin_comment, j.reason, j.priority, age, world.heartbeat.read_text())
-    _until(lambda: jobs()[f1].state == "RUNNING", 20, "Slurm to start F1 alone")
+    until(lambda: jobs()[f1].state == "RUNNING", 20, "Slurm to start F1 alone")
     released = watchdog()["released"]
     assert released == [h]  # only what we hold: the running and fail-open jobs are not ours
     assert not jobs()[h].held
-    _until(lambda: jobs().get(h) is None or jobs()[h].state == "RUNNING", 30,
+    until(lambda: jobs().get(h) is None or jobs()[h].state == "RUNNING", 30,
            "Slurm to run the released H alone")
     f2 = submit("F2", 4, 30, "bin")
     j = jobs()[f2]
@@ -141,7 +127,7 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     again = round_()  # nothing changed: nothing to do
     assert again.plan is not None and again.plan.empty, again.plan
     assert again.slurm_calls == 2, again  # the two reads only
-    _until(lambda: not (set(fake) & set(jobs())), 90, "every job to finish",
+    until(lambda: not (set(fake) & set(jobs())), 90, "every job to finish",
            step=round_, every=0.5)
     round_()
 
@@ -177,7 +163,7 @@ def test_item14_a_clean_stop_fails_open_at_once(clean_queue: ManagedWorld,
     proc = subprocess.Popen([sys.executable, "-m", "blox_slurm", "run", "--config",
                              str(config)], stderr=subprocess.PIPE)
     try:
-        _until(lambda: _round_finished(store_path), 30, "the controller's first round")
+        until(lambda: _round_finished(store_path), 30, "the controller's first round")
         assert heartbeat_age(world.heartbeat, time.time()) is not None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""

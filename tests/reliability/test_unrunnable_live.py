@@ -1,0 +1,116 @@
+"""Jobs Slurm will not start cannot idle the partition; a user's --begin is theirs; a job its
+owner requeued does not sit out Slurm's requeue delay (red team items 1, 8 and 13), on the real
+4 x 4 GPU emulator with the plugin, a FIFO controller run round by round in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from conftest import until, write_controller_toml
+
+from blox_slurm.controller import Controller
+from blox_slurm.controller_config import load_config
+from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.store import Store
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
+
+
+def fifo(world: ManagedWorld, tmp_path: Path, **extra: object) -> Controller:
+    config = write_controller_toml(tmp_path / "controller.toml", world, tmp_path / "state.db",
+                                   "fifo", 0.5, **extra)
+    cfg, comp = load_config(config)
+    ctl = Controller(cfg, comp, world.client(), Store(cfg.store))
+    assert ctl.round().error == ""  # a fresh heartbeat: the plugin holds what follows
+    return ctl
+
+
+def submit(world: ManagedWorld, *options: str, user: str = "nobody",
+           partition: str = "blox") -> int:
+    return world.client().submit([f"--partition={partition}", "--chdir=/tmp",
+                                  "--output=/dev/null", *options, "--wrap", "sleep 600"],
+                                 as_user=user)
+
+
+def jobs(world: ManagedWorld) -> dict[int, SlurmJob]:
+    return {j.job_id: j for j in world.client().list_jobs()}
+
+
+def reason(ctl: Controller, job_id: int) -> str:
+    row = ctl.store.job(job_id)
+    return (row or {}).get("reason") or ""
+
+
+def test_item1_jobs_waiting_on_a_dependency_do_not_idle_the_partition(
+        clean_queue: ManagedWorld, tmp_path: Path) -> None:
+    """Four 4-GPU jobs that depend on a job that runs for ten minutes come first in FIFO
+    order; they used to be pinned and released every round, all 16 GPUs promised to jobs that
+    cannot start, while the job behind them stayed held."""
+    world = clean_queue
+    ctl = fifo(world, tmp_path)
+    blocker = submit(world, partition="plain")  # unmanaged, no GPUs, never ends in the test
+    waiting = [submit(world, "--gres=gpu:4", f"--dependency=afterok:{blocker}")
+               for _ in range(4)]
+    behind = submit(world, "--gres=gpu:4", user="daemon")
+
+    until(lambda: jobs(world)[behind].active, 60, "the job behind the dependent ones to run",
+          step=lambda: rounds(ctl))
+    now = jobs(world)
+    assert all(now[j].pending and now[j].held for j in waiting), {j: now[j] for j in waiting}
+    assert all("waits for its dependency" in reason(ctl, j) for j in waiting)
+    assert not set(waiting) & released_ids(ctl)
+
+
+def test_item8_a_users_begin_time_is_kept(clean_queue: ManagedWorld, tmp_path: Path) -> None:
+    """The release used to set StartTime=now, so a job submitted with --begin=now+1hour ran at
+    once. Now Slurm keeps it waiting (BeginTime); the controller sets it aside, held, and its
+    GPUs go to the next job."""
+    world = clean_queue
+    ctl = fifo(world, tmp_path)
+    later = submit(world, "--gres=gpu:4", "--begin=now+1hour")
+    until(lambda: "BeginTime" in reason(ctl, later), 60, "the --begin job to be set aside",
+          step=lambda: rounds(ctl))
+    other = submit(world, "--gres=gpu:4", user="daemon")
+    until(lambda: jobs(world)[other].active, 60, "the next job to run meanwhile",
+          step=lambda: rounds(ctl))
+    job = jobs(world)[later]
+    assert job.pending and job.held and job.restart_cnt == 0, job
+    start = re.search(r"StartTime=(\S+)", world.run("scontrol", "show", "job", str(later)).stdout)
+    assert start is None or start[1] == "Unknown" or start[1] > time.strftime(
+        "%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1800)), start  # not "now"
+
+
+def test_item13_a_job_its_owner_requeues_restarts_without_the_requeue_delay(
+        clean_queue: ManagedWorld, tmp_path: Path) -> None:
+    """After ``scontrol requeue`` by its owner a job is pending, released, and not eligible
+    for ~120 s; the controller used to leave it so (its GPUs idle). Now the pin that starts it
+    again lifts the delay."""
+    world = clean_queue
+    ctl = fifo(world, tmp_path)
+    job = submit(world, "--gres=gpu:2")
+
+    until(lambda: jobs(world)[job].active, 60, "the job to start", step=lambda: rounds(ctl))
+    out = world.run("scontrol", "requeue", str(job), user="nobody")
+    assert out.returncode == 0, out.stderr
+    until(lambda: jobs(world)[job].restart_cnt == 1, 30, "Slurm to requeue it")
+    until(lambda: jobs(world)[job].active, 60,
+          "the requeued job to run again (Slurm alone would wait ~120 s)",
+          step=lambda: rounds(ctl))
+    pins = [r for r in ctl.store.db.query("SELECT verb, ids FROM actions WHERE ok = 1")
+            if r["verb"].startswith("pin ") and job in json.loads(r["ids"])]
+    assert len(pins) >= 2, pins  # the first start, and the restart that lifted the delay
+
+
+def rounds(ctl: Controller) -> None:
+    assert ctl.round().error == ""
+
+
+def released_ids(ctl: Controller) -> set[int]:
+    return {i for r in ctl.store.db.query("SELECT ids FROM actions WHERE verb = 'release' "
+                                          "AND ok = 1") for i in json.loads(r["ids"])}
