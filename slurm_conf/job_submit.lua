@@ -57,6 +57,33 @@ local GUARDED = {
   { "cpus_per_task", "its CPUs are part of where it fits" },
 }
 
+--- Why a submission cannot be scheduled job by job as the policy decides (nil if it can):
+--- a job without GPUs is never started by the controller (it would wait held for ever); an
+--- array is one queue entry whose release starts every task at once; a node range (-N 1-3)
+--- lets Slurm grow a grant past what the policy gave.
+function M.unschedulable_shape(job_desc)
+  local gpus = false
+  for _, name in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }) do
+    local value = job_desc[name]
+    if value ~= nil and value:find("gpu", 1, true) ~= nil then gpus = true end
+  end
+  if not gpus then
+    return "this partition runs GPU jobs: ask for GPUs (--gres=gpu:N or --gpus=N) or submit "
+      .. "to another partition"
+  end
+  if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
+    return "job arrays are not scheduled here yet (one release would start every task): "
+      .. "submit the tasks as separate jobs"
+  end
+  local max_nodes = job_desc.max_nodes
+  if max_nodes ~= nil and max_nodes ~= NO_VAL and max_nodes ~= 0
+      and max_nodes ~= job_desc.min_nodes then
+    return "give a fixed node count (-N " .. tostring(job_desc.min_nodes) .. "), not a range: "
+      .. "the scheduler grants an exact size"
+  end
+  return nil
+end
+
 --- The first guarded field an update sets, with the reason; nil when it sets none.
 function M.guarded_change(job_desc)
   for _, entry in ipairs(GUARDED) do
@@ -299,6 +326,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return reject("blox-slurm: the partition list " .. table.concat(names, ",") .. " mixes "
       .. "partitions blox-slurm schedules with others; submit to one kind only")
   end
+  local shape_err = M.unschedulable_shape(job_desc)
+  if shape_err ~= nil then return reject("blox-slurm: " .. shape_err) end
   local hints, err = M.parse_hints(job_desc.comment)
   if hints == nil then return reject(err) end
 

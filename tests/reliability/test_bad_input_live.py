@@ -38,7 +38,8 @@ class Plugin:
 
     def sbatch(self, comment: str, user: str = "nobody") -> subprocess.CompletedProcess[str]:
         out = self.run("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null",
-                       "--partition=blox", f"--comment={comment}", "--wrap", "sleep 300",
+                       "--partition=blox", "--gres=gpu:1", f"--comment={comment}", "--wrap",
+                       "sleep 300",
                        user=user)
         if out.returncode == 0:
             self.ids.append(int(out.stdout.strip().split(";")[0]))

@@ -38,8 +38,12 @@ class Cluster:
         self.ids: list[int] = []
 
     def sbatch(self, *options: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
-        out = self.run("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", *options,
-                       "--wrap", "sleep 300", user=user)
+        """One GPU unless the options ask otherwise (or ``--gres=none``)."""
+        gpus = [] if any("gpu" in o or o.startswith("--gres") for o in options) else [
+            "--gres=gpu:1"]
+        out = self.run("sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", *gpus,
+                       *[o for o in options if o != "--gres=none"], "--wrap", "sleep 300",
+                       user=user)
         if out.returncode == 0:
             self.ids.append(int(out.stdout.strip().split(";")[0]))
         return out
@@ -246,6 +250,27 @@ def test_owner_may_still_change_what_the_scheduler_does_not_decide(c: Cluster) -
     assert out.returncode == 0, out.stderr
     info = c.show(job)
     assert info["TimeLimit"] == "00:20:00" and info["JobName"] == "renamed"
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (("--gres=none",), "this partition runs GPU jobs"),  # red team item 10: held for ever
+    (("--array=0-3",), "job arrays are not scheduled here yet"),  # item 5: one release ran 4
+    (("-N", "1-3", "--gres=gpu:1"), "give a fixed node count (-N 1)"),  # item 7: 1 GPU -> 3
+])
+def test_submissions_the_scheduler_cannot_honour_are_refused(c: Cluster, options: tuple[str, ...],
+                                                             message: str) -> None:
+    needs_root()
+    out = c.sbatch("--partition=blox", *options, user=USER)
+    assert out.returncode != 0 and message in out.stderr, (out.returncode, out.stderr)
+    assert c.ids == []
+    out = c.sbatch("--partition=plain", *options, user=USER)  # elsewhere: not our business
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("gpus", [("--gres=gpu:1",), ("--gpus=2",), ("--gpus-per-node=1",),
+                                  ("--gpus-per-task=1", "--ntasks=1"), ("--gres=gpu:v100:1",)])
+def test_every_way_of_asking_for_gpus_is_accepted(c: Cluster, gpus: tuple[str, ...]) -> None:
+    assert c.show(c.submit("--partition=blox", *gpus))["AdminComment"] == "blox:managed"
 
 
 def test_config_is_reread_when_the_script_changes(c: Cluster) -> None:
