@@ -275,7 +275,7 @@ def _observed(j: SlurmJob) -> Observed:
                     j.submit_time if j.submit_time is not None else 0.0, j.in_run,
                     j.start_time if j.in_run else None, j.held,
                     {k: str(v) for k, v in mark.hints.items()} if mark is not None else {},
-                    j.account)
+                    j.account, j.restart_cnt)
 
 
 def _allocated_gpus(j: SlurmJob) -> int:

@@ -49,6 +49,7 @@ class Observed:
     held: bool
     hints: Mapping[str, str]
     account: str = ""
+    restarts: int = 0  # Slurm's restart count: 0 for a job that was never requeued
 
 
 class StoreGone(RuntimeError):
@@ -173,6 +174,8 @@ class Store:
         ``ended``: Slurm's ``(start, end)`` of the last run of jobs that left the queue."""
         ended = ended or {}
         known = {r["job_id"]: r for r in self.db.table("jobs").rows_where("state != 'done'")}
+        known.update(self._resurrected(seen, known))
+        self._retire_reused(seen, known)
         upserts: list[dict[str, Any]] = []
         seen_ids = set()
         for o in seen:
@@ -181,10 +184,11 @@ class Store:
                 "job_id": o.job_id, "attained_base": 0.0, "preemptions": 0, "admitted": 0,
                 "marks": "{}", "reason": "", "first_start": None, "run_start": None,
                 "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time,
-                "rank": None, "finished_at": None})
+                "rank": None, "finished_at": None, "submit_time": o.submit_time})
+            # Slurm resets SubmitTime on a requeue: the first one seen is the job's place.
             row.update(user=o.user, account=o.account, partition=o.partition,
-                       num_gpus=o.num_gpus, submit_time=o.submit_time, held=int(o.held),
-                       hints=json.dumps(dict(o.hints), sort_keys=True))
+                       num_gpus=o.num_gpus, submit_time=row["submit_time"] or o.submit_time,
+                       held=int(o.held), hints=json.dumps(dict(o.hints), sort_keys=True))
             if o.running:
                 if row["run_start"] is not None and row["run_start"] != o.run_start:
                     _fold(row)  # a new run began since we last looked: the old one ended
@@ -229,6 +233,31 @@ class Store:
                 self.db.table("jobs").upsert_all(upserts, pk="job_id")
             self.db.execute("UPDATE jobs SET last_seen = ? WHERE state != 'done'", [now])
 
+    def _resurrected(self, seen: Sequence[Observed],
+                     known: Mapping[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """Rows marked done whose ids Slurm shows again: a reused id, or (after slurmctld lost
+        its state) the same job back."""
+        new = [o.job_id for o in seen if o.job_id not in known]
+        if not new:
+            return {}
+        marks = ",".join("?" * len(new))
+        return {r["job_id"]: r for r in self.db.table("jobs").rows_where(
+            f"job_id IN ({marks})", new)}
+
+    def _retire_reused(self, seen: Sequence[Observed], known: dict[int, dict[str, Any]]) -> None:
+        """A job id Slurm gave to a new job (it reuses ids after losing its state): the old
+        job's row moves to ``retired_jobs`` (its usage still counts for fair share) and the
+        new job starts with a row of its own, inheriting no service, marks or preemptions. A
+        new job is told from a requeued one by Slurm's restart count (a requeue raises it and
+        resets SubmitTime; a fresh job's submit time is its own)."""
+        old = [known.pop(o.job_id) for o in seen if o.job_id in known and o.restarts == 0
+               and abs(o.submit_time - (known[o.job_id]["submit_time"] or o.submit_time)) > 1]
+        if old:
+            with self.db.conn:
+                self.db.table("retired_jobs").insert_all(old, alter=True)
+                self.db.table("jobs").delete_where(
+                    f"job_id IN ({','.join('?' * len(old))})", [r["job_id"] for r in old])
+
     def note_preempted(self, ids: Iterable[int], now: float) -> None:
         """The run of a job we stopped ended now (not at the next observation)."""
         for job_id in ids:
@@ -268,7 +297,7 @@ class Store:
                 attained_base=attained, work_base=run, duration=duration,
                 admitted=bool(r["admitted"]), model=hints.get("model", ""), hints=hints,
                 preemptions=r["preemptions"], first_start=r["first_start"],
-                last_event=r["last_event"], marks=tuple(sorted(
+                last_event=r["last_event"], submit_time=r["submit_time"], marks=tuple(sorted(
                     json.loads(r["marks"] or "{}").items())))
         return out
 
@@ -278,8 +307,10 @@ class Store:
         ended runs all decay from its latest known end: ``finished_at`` for done jobs,
         ``last_event`` (requeue or restart time) otherwise."""
         used: dict[str, float] = {}
-        for r in self.db.query("SELECT user, account, attained_base, state, finished_at, "
-                               "last_event FROM jobs WHERE attained_base > 0"):
+        columns = "user, account, attained_base, state, finished_at, last_event"
+        retired = (f" UNION ALL SELECT {columns} FROM retired_jobs WHERE attained_base > 0"
+                   if "retired_jobs" in self.db.table_names() else "")
+        for r in self.db.query(f"SELECT {columns} FROM jobs WHERE attained_base > 0{retired}"):
             ended = r["finished_at"] if r["state"] == "done" else r["last_event"]
             age = max(0.0, now - (ended if ended is not None else now))
             decayed = r["attained_base"] * 0.5 ** (age / half_life)

@@ -92,3 +92,46 @@ def test_an_unchanged_job_is_stamped_seen_and_a_changed_one_rewritten(tmp_path) 
     done = rows(store)
     assert done[1]["last_seen"] == 300.0 and done[2]["last_seen"] == 200.0  # ended: not seen
     assert done[2]["state"] == done[3]["state"] == "done"
+
+
+def obs(jid: int, user: str, submit: float, restarts: int,
+        run_start: float | None = None) -> Observed:
+    return Observed(jid, user, "blox", 2, submit, run_start is not None, run_start, False, {},
+                    "", restarts)
+
+
+def test_a_requeued_job_keeps_its_first_submit_time(tmp_path) -> None:
+    """Red team item 18: Slurm resets SubmitTime on a requeue, and a preempted job lost its
+    place behind jobs submitted after it (the simulator keeps the original)."""
+    store = Store(tmp_path / "s.db")
+    store.observe(100.0, [obs(1, "alice", 50.0, 0, 60.0)], {1: 2})
+    store.observe(200.0, [obs(1, "alice", 190.0, 1)], {})  # requeued: Slurm says 190
+    assert rows(store)[1]["submit_time"] == 50.0
+    assert store.extras(200.0)[1].submit_time == 50.0
+    assert rows(store)[1]["preemptions"] == 1
+
+
+def test_a_reused_job_id_is_a_new_job_and_the_old_usage_still_counts(tmp_path) -> None:
+    """Red team item 16: after slurmctld lost its state it gave a new job an old id; the new
+    job inherited the old one's service and preemptions. A job never requeued (restart count
+    0) with another submit time is another job."""
+    store = Store(tmp_path / "s.db")
+    store.observe(100.0, [obs(7, "mallory", 10.0, 0, 20.0)], {7: 2})
+    store.observe(200.0, [obs(7, "mallory", 10.0, 0)], {})  # ran 20..100 (last seen) on 2 GPUs
+    store.observe(300.0, [obs(7, "alice", 290.0, 0)], {})  # .. then id 7 is alice's new job
+    row = rows(store)[7]
+    assert (row["user"], row["submit_time"], row["attained_base"], row["preemptions"]) == \
+        ("alice", 290.0, 0.0, 0)
+    retired = list(store.db.table("retired_jobs").rows)
+    assert [(r["job_id"], r["user"]) for r in retired] == [(7, "mallory")]
+    assert store.usage(300.0, 1e9)["user:mallory"] == pytest.approx(2 * 80.0, rel=1e-6)
+
+
+def test_a_finished_job_seen_again_with_its_own_submit_time_is_the_same_job(tmp_path) -> None:
+    """slurmctld restored from an older state can show a finished job again: same job."""
+    store = Store(tmp_path / "s.db")
+    store.observe(100.0, [obs(3, "bob", 10.0, 0, 20.0)], {3: 2})
+    store.observe(200.0, [], {}, {3: (20.0, 150.0)})
+    store.observe(300.0, [obs(3, "bob", 10.0, 0, 20.0)], {3: 2})
+    assert rows(store)[3]["state"] == "running"
+    assert "retired_jobs" not in store.db.table_names()

@@ -49,6 +49,7 @@ class JobExtras:
     preemptions: int | None = None
     first_start: float | None = None
     last_event: float | None = None
+    submit_time: float | None = None  # the first seen: Slurm resets it on every requeue
     marks: tuple[tuple[str, float], ...] = ()  # policy marks (Decisions.marks) kept by the store
 
 
@@ -142,7 +143,7 @@ def _job(
 ) -> Job | None:
     if j.num_gpus <= 0:
         return None
-    submit = j.submit_time if j.submit_time is not None else now
+    submit = x.submit_time or (j.submit_time if j.submit_time is not None else now)
     run_since: float | None = None
     first_start = x.first_start  # for a pending job: unknown without the controller's history
     if j.active:
