@@ -1,6 +1,7 @@
 """Jobs Slurm will not start cannot idle the partition; a user's --begin is theirs; a job its
-owner requeued does not sit out Slurm's requeue delay (red team items 1, 8 and 13), on the real
-4 x 4 GPU emulator with the plugin, a FIFO controller run round by round in this process.
+owner requeued does not sit out Slurm's requeue delay and keeps its place (red team items 1, 8,
+13 and 18), on the real 4 x 4 GPU emulator with the plugin, a FIFO controller run round by
+round in this process.
 """
 
 from __future__ import annotations
@@ -93,18 +94,39 @@ def test_item13_a_job_its_owner_requeues_restarts_without_the_requeue_delay(
     again lifts the delay."""
     world = clean_queue
     ctl = fifo(world, tmp_path)
-    job = submit(world, "--gres=gpu:2")
-
-    until(lambda: jobs(world)[job].active, 60, "the job to start", step=lambda: rounds(ctl))
-    out = world.run("scontrol", "requeue", str(job), user="nobody")
-    assert out.returncode == 0, out.stderr
-    until(lambda: jobs(world)[job].restart_cnt == 1, 30, "Slurm to requeue it")
+    job = started_then_requeued_by_its_owner(world, ctl, submit(world, "--gres=gpu:2"))
     until(lambda: jobs(world)[job].active, 60,
           "the requeued job to run again (Slurm alone would wait ~120 s)",
           step=lambda: rounds(ctl))
     pins = [r for r in ctl.store.db.query("SELECT verb, ids FROM actions WHERE ok = 1")
             if r["verb"].startswith("pin ") and job in json.loads(r["ids"])]
     assert len(pins) >= 2, pins  # the first start, and the restart that lifted the delay
+
+
+def test_item18_a_requeued_job_keeps_its_place(clean_queue: ManagedWorld,
+                                                tmp_path: Path) -> None:
+    """Slurm resets SubmitTime on a requeue; the store and the policies keep the first."""
+    world = clean_queue
+    ctl = fifo(world, tmp_path)
+    job = submit(world, "--gres=gpu:1")
+    rounds(ctl)
+    submitted = jobs(world)[job].submit_time
+    time.sleep(1.5)  # Slurm's clock has whole seconds: a requeue now gets a later one
+    started_then_requeued_by_its_owner(world, ctl, job)
+    until(lambda: jobs(world)[job].pending and (jobs(world)[job].submit_time or 0) > (
+        submitted or 0), 30, "Slurm to reset the requeued job's submit time")
+    rounds(ctl)
+    assert (ctl.store.job(job) or {})["submit_time"] == submitted
+    snap = ctl.snapshot({job: jobs(world)[job]}, world.client().list_nodes(), time.time())
+    assert [j.submit_time for j in snap.jobs] == [submitted]
+
+
+def started_then_requeued_by_its_owner(world: ManagedWorld, ctl: Controller, job: int) -> int:
+    until(lambda: jobs(world)[job].active, 60, "the job to start", step=lambda: rounds(ctl))
+    out = world.run("scontrol", "requeue", str(job), user="nobody")
+    assert out.returncode == 0, out.stderr
+    until(lambda: jobs(world)[job].restart_cnt == 1, 30, "Slurm to requeue it")
+    return job
 
 
 def rounds(ctl: Controller) -> None:
