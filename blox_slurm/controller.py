@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from .abstractions import FreeGpus
+from .active_lock import ActiveLock
 from .composition import Composition
 from .controller_config import ControllerConfig
 from .model import ClusterSnapshot, Decisions, GpuSample
@@ -223,8 +224,13 @@ class Controller:
             on_round: Callable[[RoundReport], None] | None = None) -> int:
         """Rounds every ``round_seconds`` until ``stop`` is set (a round in progress is
         finished first), then hands back if configured. Never raises on a Slurm error; raises
-        :class:`StoreGone` if the store's file disappears. However it ends, the heartbeat is
-        removed first, so the plugin fails open at once. Returns the number of rounds run."""
+        :class:`StoreGone` if the store's file disappears. Only one controller per heartbeat
+        runs rounds: another one stands by until it can take over (:mod:`active_lock`).
+        However the active one ends, the heartbeat is removed first, so the plugin fails open
+        at once. Returns the number of rounds run."""
+        lock = None if self.cfg.dry_run else ActiveLock(self.cfg.heartbeat)
+        if lock is not None and not self._stand_by(lock, stop):
+            return 0
         n = 0
         followup = False  # the last round was a follow-up: never two in a row
         try:
@@ -242,11 +248,24 @@ class Controller:
                     period = min(period, self.cfg.followup_seconds)
                 stop.wait(max(0.0, period - (time.monotonic() - t0)))
         finally:
-            if not self.cfg.dry_run:
+            if lock is not None:
                 clear_heartbeat(self.cfg.heartbeat)
+                lock.release()
         if self.cfg.handback_on_exit and not self.cfg.dry_run:
             handback(self.client, self.cfg.partitions)
         return n
+
+    def _stand_by(self, lock: ActiveLock, stop: threading.Event) -> bool:
+        """Wait (a round period at a time) until this controller is the active one; False if
+        stopped first. A standby writes no heartbeat and touches no job."""
+        if lock.try_acquire():
+            return True
+        log.warning("another controller is active (%s): standing by", lock.holder() or "?")
+        while not stop.wait(self.cfg.round_seconds):
+            if lock.try_acquire():
+                log.warning("the other controller is gone: taking over")
+                return True
+        return False
 
     def _guarded_round(self) -> RoundReport | None:
         try:

@@ -1,0 +1,67 @@
+"""Two controllers for one cluster: one acts, the other stands by and takes over when the
+first dies (red team item 12: both used to act, every verb was issued twice and they re-pinned
+the same jobs to different nodes). Real ``blox-slurm run`` processes on the emulator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import until, write_controller_toml
+
+from blox_slurm.demo_world import FakeJob, ManagedWorld
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
+
+
+def count(store: Path, sql: str) -> int:
+    if not store.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        return int(db.execute(sql).fetchone()[0])
+
+
+def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
+        clean_queue: ManagedWorld, tmp_path: Path) -> None:
+    world = clean_queue
+    stores = [tmp_path / "a.db", tmp_path / "b.db"]
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, store, log in zip("ab", stores, logs, strict=True):
+            config = write_controller_toml(tmp_path / f"{name}.toml", world, store, "fifo", 0.5)
+            with open(log, "wb") as err:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "blox_slurm", "run", "--config", str(config)],
+                    stderr=err, start_new_session=True))
+            if name == "a":  # a is up and active before b starts
+                until(lambda: count(stores[0], "SELECT COUNT(*) FROM rounds") > 0, 60,
+                      "the first controller's first round")
+        until(lambda: "standing by" in logs[1].read_text(), 60, "the second one to stand by")
+        first = world.submit_fake(FakeJob("daemon", 1, 600, 0.0), iters_per_sec=10)
+        until(lambda: count(stores[0], "SELECT COUNT(*) FROM actions WHERE verb = 'release' "
+                            "AND ok = 1") > 0, 60, "the active controller to start the job")
+        assert count(stores[1], "SELECT COUNT(*) FROM rounds") == 0
+        assert count(stores[1], "SELECT COUNT(*) FROM actions") == 0
+
+        os.killpg(procs[0].pid, signal.SIGKILL)  # the active one dies without a word
+        procs[0].wait(30)
+        second = world.submit_fake(FakeJob("bin", 1, 600, 0.0), iters_per_sec=10)
+        until(lambda: {first, second} <= {j.job_id for j in world.client().list_jobs()
+                                           if j.active}, 60,
+              "the standby to take over and start the second job")
+        assert count(stores[1], "SELECT COUNT(*) FROM rounds WHERE error = ''") > 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(30)
+    log = logs[1].read_text()
+    assert "another controller is active (pid" in log and "taking over" in log, log
