@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _live import wait_for
+from _live import unexpected_failures, wait_for
 
 from blox_slurm.composition import build
 from blox_slurm.controller import Controller, handback
@@ -116,7 +116,7 @@ def test_controller_runs_a_mixed_multi_user_workload_to_completion(world: dict) 
     started = {r["job_id"] for r in store.db.query(
         "SELECT DISTINCT job_id FROM decisions WHERE kind = 'start'")}
     assert set(jobs) <= started  # the store holds the decision that started every job
-    failed = list(store.db.query("SELECT * FROM actions WHERE ok = 0"))
+    failed = unexpected_failures(store.db)
     assert failed == [], failed
     calls = [r.slurm_calls for r in reports if not r.error]
     assert min(calls) == 2  # a round with nothing to change costs squeue + sinfo only
@@ -230,7 +230,7 @@ def test_the_synthesizer_drives_real_slurm_and_the_audit_names_the_deciding_cand
     deciders = {r["composition"] for r in ctl.store.db.query(
         "SELECT composition FROM rounds WHERE error = ''")}
     assert deciders and deciders <= {"synth:fifo", "synth:srtf"}, deciders
-    assert list(ctl.store.db.query("SELECT * FROM actions WHERE ok = 0")) == []
+    assert unexpected_failures(ctl.store.db) == []
 
 
 def test_scattered_placement_keeps_a_per_node_gpu_job_on_one_node(world: dict) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _live import wait_for
+from _live import unexpected_failures, wait_for
 
 from blox_slurm.composition import build
 from blox_slurm.controller import Controller
@@ -132,7 +132,7 @@ def test_idle_job_is_flagged_and_a_node_with_gpu_errors_is_drained(world: dict) 
         assert next(j for j in client.list_jobs(["blox"]) if j.job_id == late).nodes == ("node1",)
         drains = list(ctl.store.db.query("SELECT * FROM decisions WHERE kind = 'drain'"))
         assert len(drains) == 1, drains  # drained once: a DRAIN node is not drained again
-        failed = list(ctl.store.db.query("SELECT * FROM actions WHERE ok = 0"))
+        failed = unexpected_failures(ctl.store.db)
         assert failed == [], failed
     finally:
         stop_ctl.set()
