@@ -58,9 +58,10 @@ local GUARDED = {
 }
 
 --- Why a submission cannot be scheduled job by job as the policy decides (nil if it can):
---- a job without GPUs is never started by the controller (it would wait held for ever); an
---- array is one queue entry whose release starts every task at once; a node range (-N 1-3)
---- lets Slurm grow a grant past what the policy gave.
+--- a job without GPUs is never started by the controller (it would wait held for ever); the
+--- components of a heterogeneous job cannot be pinned and started as one; an array is one
+--- queue entry whose release starts every task at once; a node range (-N 1-3) lets Slurm grow
+--- a grant past what the policy gave.
 function M.unschedulable_shape(job_desc)
   local gpus = false
   for _, name in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }) do
@@ -70,6 +71,11 @@ function M.unschedulable_shape(job_desc)
   if not gpus then
     return "this partition runs GPU jobs: ask for GPUs (--gres=gpu:N or --gpus=N) or submit "
       .. "to another partition"
+  end
+  local het = job_desc.het_job_offset
+  if het ~= nil and het ~= NO_VAL then
+    return "heterogeneous jobs are not scheduled here (their components cannot be started "
+      .. "together): submit the components as separate jobs"
   end
   if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
     return "job arrays are not scheduled here yet (one release would start every task): "

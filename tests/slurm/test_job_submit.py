@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from _live import wait_for
@@ -265,6 +268,23 @@ def test_submissions_the_scheduler_cannot_honour_are_refused(c: Cluster, options
     assert c.ids == []
     out = c.sbatch("--partition=plain", *options, user=USER)  # elsewhere: not our business
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("partitions", [("blox", "plain"), ("plain", "blox"), ("blox", "blox")])
+def test_heterogeneous_jobs_touching_a_managed_partition_are_refused(
+        c: Cluster, partitions: tuple[str, str]) -> None:
+    """Red team item 9: a het job's components were never started (pinning fails for them)
+    and one could mix a managed and an unmanaged partition."""
+    needs_root()
+    script = Path(tempfile.mkdtemp(prefix="blox-het-")) / "het.sh"  # pytest's dirs are 0700
+    script.write_text("#!/bin/bash\n#SBATCH -p {} --gres=gpu:1\n#SBATCH hetjob\n"
+                      "#SBATCH -p {} --gres=gpu:1\nsleep 1\n".format(*partitions))
+    script.chmod(0o755)
+    script.parent.chmod(0o755)
+    out = c.run("sbatch", "--chdir=/tmp", "--output=/dev/null", str(script), user=USER)
+    shutil.rmtree(script.parent)
+    assert out.returncode != 0 and "heterogeneous jobs are not scheduled here" in out.stderr, (
+        out.returncode, out.stderr)
 
 
 @pytest.mark.parametrize("gpus", [("--gres=gpu:1",), ("--gpus=2",), ("--gpus-per-node=1",),
