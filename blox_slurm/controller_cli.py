@@ -63,6 +63,10 @@ def _check_slurm_conf(conf: str | None) -> None:
 def _preflight(ctl: Controller) -> None:
     """The round's own checks, once before the first round: a controller that could only
     fail every round refuses to start, with the reason (slurmctld down: exit 1)."""
+    beat = Path(ctl.cfg.heartbeat).parent
+    if not ctl.cfg.dry_run and not (beat.is_dir() and os.access(beat, os.W_OK | os.X_OK)):
+        raise ConfigError(f"the heartbeat's directory {beat} is missing or not writable: "
+                          "create it, or set [controller] heartbeat")
     try:
         nodes = ctl.client.list_nodes()
     except SlurmError as exc:

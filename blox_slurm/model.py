@@ -164,6 +164,10 @@ class ClusterSnapshot:
     # Optional index: the jobs of ``jobs`` that hold no GPUs, in ``jobs`` order. Lets a round
     # find the few waiting jobs without a pass over hundreds of running ones.
     pending: tuple[Job, ...] | None = None
+    # Optional: free CPUs per node as the world's resource manager counts them (Slurm: every
+    # job's, managed or not). ``None`` where CPUs are not modelled (the simulator). Placement
+    # keeps a job off nodes that cannot hold its CPUs: their free GPUs are no use to it.
+    cpus_free: Mapping[str, int] | None = None
 
     @property
     def total_gpus(self) -> int:

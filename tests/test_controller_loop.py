@@ -50,7 +50,8 @@ class Waits(threading.Event):
 
 def waits(tmp_path: Path, rounds: list[RoundReport], **cfg: object) -> list[float]:
     config = ControllerConfig.model_validate(
-        {"round_seconds": 30.0, "store": str(tmp_path / "s.db"), **cfg})
+        {"round_seconds": 30.0, "store": str(tmp_path / "s.db"),
+         "heartbeat": str(tmp_path / "heartbeat"), **cfg})
     stop = Waits()
     Scripted(config, Store(config.store), rounds).run(stop, max_rounds=len(rounds))
     return stop.waits

@@ -191,3 +191,21 @@ def test_nodes_constraint_in_a_round_waits_instead_of_spreading() -> None:
             pending(3, 3, submit=1.0, hints=ONE_NODE), pending(4, 3, submit=2.0)]
     d = decide(snapshot(shape, jobs), comp(placement="scattered"))
     assert set(started(d)) == {4}  # job 3 (one node) waits; job 4 may spread
+
+
+# --------------------------------------------------------------------------- CPUs (Slurm)
+
+@pytest.mark.parametrize("policy", [FirstFit(), consolidated(), Scattered(), Synergy()])
+def test_every_placement_skips_nodes_without_the_jobs_cpus(policy) -> None:
+    """Red team item 2: where the world counts CPUs (Slurm), a node whose CPUs are taken
+    holds free GPUs no job can use; a job bound to one node needs all its CPUs there."""
+    s = snapshot(cluster(2, 2, 2), [], cpus_free={"node1": 0, "node2": 3, "node3": 8})
+    one_cpu = pending(99, 1, cpus=1)
+    assert s.gpus[policy.choose(s, one_cpu, 1, free_of(s))[0]].node != "node1"
+    bound = pending(98, 2, cpus=6, hints=(("nodes", "1"),))
+    got = policy.choose(s, bound, 2, free_of(s))
+    assert got is not None and {s.gpus[g].node for g in got} == {"node3"}
+    assert policy.choose(s, pending(97, 2, cpus=9, hints=(("nodes", "1"),)), 2,
+                         free_of(s)) is None
+    assert FirstFit().choose(snapshot(cluster(2, 2, 2), []), one_cpu, 1,
+                             free_of(snapshot(cluster(2, 2, 2), []))) == (0,)  # no CPU model

@@ -28,16 +28,35 @@ NodeKey = Callable[[int, tuple[GpuId, ...]], object]
 
 
 def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus) -> FreeGpus:
-    """``free`` restricted to nodes whose GPU type is the job's required one (compared
-    case-insensitively: Slurm gres names are lower case, node types may not be); ``free``
-    itself when the job accepts any type. The result is a read-only view for placement."""
+    """``free`` restricted to the nodes the job can use: of its required GPU type (compared
+    case-insensitively: Slurm gres names are lower case, node types may not be), and with its
+    per-node CPUs free where the world counts CPUs (:func:`cpus_per_node`); ``free`` itself
+    when nothing narrows it. The result is a read-only view for placement."""
     want = job.hint(HINT)
-    if not want:
+    cpus_free = snapshot.cpus_free
+    if not want and cpus_free is None:
         return free
-    want = want.casefold()
-    keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() == want}
-    by_node = {name: gpus for name, gpus in free.by_node.items() if name in keep}
+    keep = None
+    if want:
+        want = want.casefold()
+        keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() == want}
+    need = cpus_per_node(job) if cpus_free is not None else 0
+    by_node = {name: gpus for name, gpus in free.by_node.items()
+               if (keep is None or name in keep)
+               and (cpus_free is None or cpus_free.get(name, need) >= need)}
     return FreeGpus(by_node, snapshot.gpus)
+
+
+def cpus_per_node(job: Job) -> int:
+    """The CPUs a job needs on each node it gets: its CPUs split over its bound node count,
+    else at least one (a spread job's share per node is Slurm's choice). Nodes are only
+    checked against what is free when the round starts: two jobs placed in one round may
+    still overbook a node's CPUs, and the second then waits until the controller's start
+    timeout hands its GPUs on (``blox_slurm/start_watch.py``)."""
+    if job.cpus <= 0:
+        return 0
+    nodes = required_nodes(job)
+    return 1 if nodes is None else -(-job.cpus // nodes)  # ceiling division
 
 
 def required_nodes(job: Job) -> int | None:

@@ -1,7 +1,7 @@
 """Jobs Slurm will not start cannot idle the partition; a user's --begin is theirs; a job its
-owner requeued does not sit out Slurm's requeue delay and keeps its place (red team items 1, 8,
-13 and 18), on the real 4 x 4 GPU emulator with the plugin, a FIFO controller run round by
-round in this process.
+owner requeued does not sit out Slurm's requeue delay and keeps its place; placement counts
+CPUs (red team items 1, 2, 8, 13 and 18), on the real 4 x 4 GPU emulator with the plugin, a
+FIFO controller run round by round in this process.
 """
 
 from __future__ import annotations
@@ -66,6 +66,24 @@ def test_item1_jobs_waiting_on_a_dependency_do_not_idle_the_partition(
     assert all(now[j].pending and now[j].held for j in waiting), {j: now[j] for j in waiting}
     assert all("waits for its dependency" in reason(ctl, j) for j in waiting)
     assert not set(waiting) & released_ids(ctl)
+
+
+def test_item2_placement_keeps_jobs_off_a_node_whose_cpus_are_taken(
+        clean_queue: ManagedWorld, tmp_path: Path) -> None:
+    """A 1-GPU job with every CPU of node1 left 3 GPUs there that no job could use; the
+    policy kept pinning the next jobs to them (``Resources`` for ever) while other nodes
+    idled. The snapshot now carries Slurm's free CPUs and placement skips such nodes."""
+    world = clean_queue
+    ctl = fifo(world, tmp_path)
+    cpus = {n.name: n.cpus for n in world.client().list_nodes()}
+    hog = submit(world, "--gres=gpu:1", f"--cpus-per-task={cpus['node1']}")
+    until(lambda: jobs(world)[hog].active, 60, "the CPU-hungry job to run",
+          step=lambda: rounds(ctl))
+    assert jobs(world)[hog].nodes == ("node1",)  # first fit: node1
+    small = [submit(world, "--gres=gpu:1", user="daemon") for _ in range(3)]
+    until(lambda: all(jobs(world)[j].active for j in small), 60,
+          "the 1-GPU jobs to run on the nodes with free CPUs", step=lambda: rounds(ctl))
+    assert all("node1" not in jobs(world)[j].nodes for j in small)
 
 
 def test_item8_a_users_begin_time_is_kept(clean_queue: ManagedWorld, tmp_path: Path) -> None:
