@@ -104,8 +104,10 @@ class Jobs:
 RACED_A_START = "Job is no longer pending execution"
 
 
-def unexpected_failures(db: Any) -> list[dict[str, Any]]:
-    """The store's failed actions, except pins and holds that lost that race."""
-    return [r for r in db.query("SELECT * FROM actions WHERE ok = 0")
-            if not (RACED_A_START in (r["error"] or "")
-                    and (r["verb"].startswith("pin ") or r["verb"] == "hold"))]
+def unexpected_failures(db: Any) -> list[tuple[str, str, str]]:
+    """The store's failed actions as (verb, job ids, Slurm's error), except pins and holds
+    that lost that race."""
+    return [(r["verb"], r["ids"], r["error"]) for r in db.query(
+        "SELECT * FROM actions WHERE ok = 0") if not (
+            RACED_A_START in (r["error"] or "")
+            and (r["verb"].startswith("pin ") or r["verb"] == "hold"))]

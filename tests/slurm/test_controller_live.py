@@ -230,7 +230,8 @@ def test_the_synthesizer_drives_real_slurm_and_the_audit_names_the_deciding_cand
     deciders = {r["composition"] for r in ctl.store.db.query(
         "SELECT composition FROM rounds WHERE error = ''")}
     assert deciders and deciders <= {"synth:fifo", "synth:srtf"}, deciders
-    assert unexpected_failures(ctl.store.db) == []
+    failed = unexpected_failures(ctl.store.db)
+    assert failed == [], failed
 
 
 def test_scattered_placement_keeps_a_per_node_gpu_job_on_one_node(world: dict) -> None:

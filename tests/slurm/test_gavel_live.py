@@ -95,4 +95,5 @@ def test_gavel_moves_a_running_job_from_the_k80_to_the_v100_it_freed() -> None:
         requeues = [r for r in db.query("SELECT ids, ok FROM actions WHERE verb = "
                                         "'requeuehold'") if job in json.loads(r["ids"])]
         assert len(requeues) == 1 and requeues[0]["ok"] == 1, requeues
-        assert unexpected_failures(db) == []
+        failed = unexpected_failures(db)
+        assert failed == [], failed
