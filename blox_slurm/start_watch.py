@@ -7,10 +7,10 @@ while its GPUs sat idle and the next job stayed held (red team F1). So, each rou
 
 * a job whose dependency Slurm shows unfulfilled (or failed) is not runnable: the policy does
   not see it and the plan keeps it held;
-* a job we released that Slurm says waits for something other than resources (``Dependency``,
-  ``BeginTime``, ``ReqNodeNotAvail``, a QOS or association limit, ...) is set aside at once,
-  and one still waiting after ``timeout`` seconds for any reason (CPUs or memory that do not
-  fit, say) too: the plan holds it again and its GPUs go to the next job, for ``backoff``
+* a job we released that Slurm says waits for something no freed GPU ends (``Dependency``,
+  a ``--begin``'s ``BeginTime``) is set aside at once, and one still waiting after ``timeout``
+  seconds for any other reason (nodes it excluded, a QOS or association limit, CPUs or memory
+  that do not fit) too: the plan holds it again and its GPUs go to the next job, for ``backoff``
   seconds, doubling each time it happens again (up to an hour), or until Slurm's eligible
   time for a ``--begin`` (a requeued job's ``BeginTime`` is Slurm's requeue delay, which the
   plan lifts: it only gets the timeout);
@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 
 from .slurm.client import SlurmJob
 
-#: Reasons a released job waits that mean "Slurm will start it when the GPUs are there".
-WAITING_FOR_RESOURCES = frozenset({"None", "Resources", "Priority", "Prolog", "NodeDown"})
+#: Reasons a released job waits that no freed GPU ends: set aside at once. Every other reason
+#: gets the timeout: 26.05 shows ``ReqNodeNotAvail`` for seconds after a pin to a node still
+#: completing its last job, and a QOS or association limit lifts when the user's jobs end.
+NOT_BY_RESOURCES = frozenset({"Dependency", "DependencyNeverSatisfied", "BeginTime"})
 MAX_BACKOFF = 3600.0
 
 
@@ -69,7 +71,7 @@ class StartWatch:
         since = self._released.setdefault(job.job_id, now)
         # A requeued job's BeginTime is Slurm's requeue delay, which the plan lifts.
         requeue_delay = job.reason == "BeginTime" and job.restart_cnt > 0
-        if job.reason not in WAITING_FOR_RESOURCES and not requeue_delay:
+        if job.reason in NOT_BY_RESOURCES and not requeue_delay:
             return f"Slurm would not start it ({job.reason})"
         if now - since >= self.timeout:
             return f"Slurm did not start it within {self.timeout:g} s ({job.reason})"

@@ -32,10 +32,18 @@ def test_a_released_job_waiting_for_resources_gets_the_timeout_then_is_set_aside
     assert w.update({1: HELD}, 370.0) == {}  # back to the policy
 
 
-def test_a_reason_that_is_not_resources_sets_aside_at_once() -> None:
+def test_a_dependency_found_after_the_release_sets_aside_at_once() -> None:
     w = StartWatch(timeout=60, backoff=300)
-    why = w.update({1: replace(RELEASED, reason="ReqNodeNotAvail")}, 0.0)[1]
-    assert "Slurm would not start it (ReqNodeNotAvail)" in why
+    why = w.update({1: replace(RELEASED, reason="Dependency")}, 0.0)[1]
+    assert "Slurm would not start it (Dependency)" in why
+
+
+def test_other_reasons_get_the_timeout() -> None:
+    """26.05 says ReqNodeNotAvail for seconds after a pin to a node still completing."""
+    w = StartWatch(timeout=60, backoff=300)
+    busy = replace(RELEASED, reason="ReqNodeNotAvail")
+    assert w.update({1: busy}, 0.0) == {} and w.update({1: busy}, 59.0) == {}
+    assert "within 60 s (ReqNodeNotAvail)" in w.update({1: busy}, 60.0)[1]
 
 
 def test_a_begin_time_keeps_it_aside_until_slurms_eligible_time() -> None:
@@ -48,7 +56,7 @@ def test_a_begin_time_keeps_it_aside_until_slurms_eligible_time() -> None:
 
 def test_backoff_doubles_per_strike_up_to_an_hour_and_resets_once_it_runs() -> None:
     w = StartWatch(timeout=1, backoff=1000)
-    stuck = replace(RELEASED, reason="QOSMaxGRESPerUser")
+    stuck = replace(RELEASED, reason="Dependency")
     now, spans = 0.0, []
     for _ in range(4):
         why = w.update({1: stuck}, now)[1]

@@ -83,8 +83,19 @@ def test_controller_runs_a_mixed_multi_user_workload_to_completion(world: dict) 
     def all_done() -> bool:
         return not any(j.job_id in jobs or j.job_id == plain for j in client.list_jobs())
 
+    def stuck() -> str:  # on timeout: what Slurm and the controller say of each job left
+        left = [j for j in client.list_jobs() if j.job_id in jobs]
+        return "all jobs to finish; left: " + "; ".join(
+            f"{j.job_id} {j.state}/{j.reason} held={j.held} req={j.req_nodes} "
+            f"why={(ctl.store.job(j.job_id) or {}).get('reason')!r} "
+            f"actions={[(a['verb'], a['ok'], a['error'][:80]) for a in last(j.job_id)]}"
+            for j in left)
+
+    def last(job_id: int) -> list[dict]:
+        return ctl.store.actions(job_id, 4)
+
     try:
-        wait_for(all_done, 240, "all jobs to finish")
+        wait_for(all_done, 240, stuck)
     finally:
         stop.set()
         thread.join(30)
