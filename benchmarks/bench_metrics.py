@@ -16,15 +16,18 @@ from blox_slurm.sim.metrics import summarize
 from blox_slurm.sim.records import JobRecord, RunResult
 
 
-def synthetic_run(n: int) -> RunResult:
-    """``n`` one-GPU jobs with varied waits and run times, two busy-steps each."""
+def synthetic_run(n: int, measured: range | None = None) -> RunResult:
+    """``n`` one-GPU jobs with varied waits and run times, two busy-steps each; ``measured``
+    (default: all but the first 5 %) are the jobs the metrics count. tests/test_metrics.py
+    checks the summary of this same run."""
     jobs = tuple(
         JobRecord(i, i * 10.0, 1, 50.0 + i % 97, i * 10.0 + i % 13, i * 10.0 + 200 + i % 97,
                   i % 3, 50.0 + i % 97)
         for i in range(n)
     )
     busy = tuple((j.first_start + k * j.jct, k) for j in jobs for k in (0, 1))
-    return RunResult("bench", 1024, jobs, busy, measured=frozenset(range(n // 20, n)))
+    window = range(n // 20, n) if measured is None else measured
+    return RunResult("bench", 1024, jobs, busy, measured=frozenset(window))
 
 
 def main() -> None:

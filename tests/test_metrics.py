@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from benchmarks.bench_metrics import synthetic_run
 from blox_slurm.sim.metrics import (
     Metrics,
     fairness,
@@ -171,21 +172,10 @@ def test_metrics_is_frozen() -> None:
         m.count = 0  # type: ignore[misc]
 
 
-def big_result(n: int) -> RunResult:
-    """``n`` jobs, 2 GPUs busy-steps each, the measured window leaving 3 % out at each end."""
-    jobs = tuple(
-        JobRecord(i, i * 10.0, 1, 50.0 + i % 97, i * 10.0 + i % 13, i * 10.0 + 200 + i % 97,
-                  i % 3, 50.0 + i % 97)
-        for i in range(n)
-    )
-    busy = tuple((j.first_start + k * j.jct, k) for j in jobs for k in (0, 1))
-    return RunResult("big", 1024, jobs, busy, measured=frozenset(range(3 * n // 100, 9 * n // 10)))
-
-
 def test_summarize_counts_only_the_measured_window_of_a_large_run() -> None:
     """How fast this is belongs to benchmarks/bench_metrics.py; here, that it is right."""
-    m = summarize(big_result(100_000))
+    window = range(3_000, 90_000)
+    m = summarize(synthetic_run(100_000, window))
     assert m.count == 87_000
     # Job i waits i % 13 s and runs 200 + i % 97 - i % 13 s: the means over jobs 3000..89999.
-    window = range(3_000, 90_000)
     assert m.avg_jct == pytest.approx(sum(200 + i % 97 for i in window) / len(window))
