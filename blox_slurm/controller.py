@@ -27,6 +27,7 @@ from .abstractions import FreeGpus
 from .active_lock import ActiveLock
 from .composition import Composition
 from .controller_config import ControllerConfig
+from .crashpoints import crashpoint
 from .model import ClusterSnapshot, Decisions, GpuSample
 from .preflight import missing_partitions, plugin_disagreement
 from .round import decide
@@ -126,6 +127,7 @@ class Controller:
         aside = self.watch.update(managed, now)  # runnable: what the policy may start
         snapshot = self.snapshot({k: j for k, j in managed.items() if k not in aside}, nodes,
                                  now)
+        crashpoint("observed")
         d = decide(snapshot, self.comp, explain=True)
         drained = frozenset(n.name for n in nodes if n.draining)
         plan = make_plan(managed, d, snapshot, drained)
@@ -134,6 +136,7 @@ class Controller:
         self.store.update_policy_state(d.admit, d.marks,
                                        {j: r for r, j in enumerate(d.order)},
                                        {**d.reasons, **aside})
+        crashpoint("decided")
         applier = Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
             rid, verb, ids, ok, err, self.cfg.dry_run), dry_run=self.cfg.dry_run,
             checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,

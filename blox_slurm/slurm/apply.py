@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..crashpoints import crashpoint
 from ..model import ClusterSnapshot, Decisions, Drain
 from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob
 
@@ -145,6 +146,7 @@ class Applier:
         for nodes, ids in plan.release.items():
             pinned = self._pin(nodes, ids, plan.start_now)
             if pinned:
+                crashpoint("pinned")
                 self._batched("release", pinned, self.client.release)
         for nodes, ids in plan.repin.items():
             self._pin(nodes, ids, plan.start_now)
@@ -199,6 +201,7 @@ class Applier:
             return list(ids)
         try:
             call(ids)
+            crashpoint("acted")
         except SlurmError as exc:
             if len(ids) == 1:
                 self.failures += 1

@@ -2,14 +2,14 @@
 fake training jobs run; restart it each time. Nothing may be lost, repeated or left held.
 
 The controller is the real daemon (``python -m blox_slurm run --config ...``) against the
-emulator with the job-submit plugin. Kills are aimed three ways (seeded RNG, printed):
+emulator with the job-submit plugin. Lives are killed five ways in turn:
 
-* ``delay``: a random delay after the start, landing in start-up / before the first observe,
-  between rounds, or anywhere in a round;
-* ``mid_round``: as soon as the store shows a round begun and not finished (between observe,
-  decide, apply and record);
-* ``mid_apply``: right after (0-60 ms) an action is recorded, i.e. between one verb and the
-  next (after ``pin``, before ``release``) or between a verb and its record.
+* ``delay``: ``kill -9`` after a random delay (seeded RNG, printed), landing in start-up,
+  before the first observe, between rounds, or anywhere in a round;
+* at a crashpoint (:mod:`blox_slurm.crashpoints`), where the controller kills itself:
+  ``observed`` (observed, not decided), ``decided`` (decided and recorded, nothing applied),
+  ``acted`` (a Slurm verb done, not recorded), ``pinned`` (a job pinned, not released). So
+  kills land inside rounds by construction, not by a timer racing a 30 ms round.
 
 Afterwards: every job's progress history tiles ``[0, iterations)`` (finished exactly once, no
 iteration lost or repeated), no managed job is held at the end, no job the controller decided
@@ -38,6 +38,7 @@ from conftest import LEASE, write_controller_toml
 
 from blox_slurm.controller import Controller
 from blox_slurm.controller_config import load_config
+from blox_slurm.crashpoints import POINTS
 from blox_slurm.demo_world import USERS, FakeJob, ManagedWorld
 from blox_slurm.store import Store
 
@@ -45,6 +46,10 @@ pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 
 N_JOBS = 12
 MIN_KILLS, MAX_KILLS = 15, 22
+# Each life is killed one of these ways, in turn: so at least MIN_KILLS // 5 lives die at each
+# crashpoint the workload passes (every round passes "observed" and "decided").
+MODES = ("delay", *POINTS)
+CRASHPOINT_WAIT = 15.0  # seconds for a life to reach its point (bounds a failure only)
 ROUND_SECONDS = 0.7
 ITERS_PER_SEC = 10.0
 COMPOSITION = {  # Tiresias with a tiny threshold: preemptions (requeuehold) within seconds
@@ -122,10 +127,12 @@ def test_controller_survives_random_kill_9(clean_queue: ManagedWorld, tmp_path: 
     sampler = Sampler(world)
     sampler_thread = threading.Thread(target=sampler.run, daemon=True)
 
-    def start() -> Life:
+    def start(mode: str) -> Life:
+        env = {**os.environ, "BLOX_CRASHPOINT": mode if mode in POINTS else ""}
         proc = subprocess.Popen([sys.executable, "-m", "blox_slurm", "run", "--config",
-                                 str(config)], stdout=log, stderr=log, start_new_session=True)
-        life = Life(proc, time.time())
+                                 str(config)], stdout=log, stderr=log, start_new_session=True,
+                                env=env)
+        life = Life(proc, time.time(), mode=mode)
         lives.append(life)
         return life
 
@@ -152,22 +159,16 @@ def test_controller_survives_random_kill_9(clean_queue: ManagedWorld, tmp_path: 
             submit_due(t0)
             if len(jobs) == len(workload) and not remaining():
                 break
-            life = start()
-            life.mode = rng.choice(("delay", "mid_round", "after_pin", "after_action"))
-            since = life.started
+            life = start(MODES[len(lives) % len(MODES)])
             if life.mode == "delay":  # start-up, before observe, between or inside rounds
                 time.sleep(rng.uniform(0.1, 2.0))
-            elif life.mode == "mid_round":  # a round takes ~30 ms: observe..record
-                _wait(lambda s=since: _query(store_path, "SELECT 1 FROM rounds WHERE started "
-                                             ">= ? AND finished IS NULL", (s,)), 3.0)
-                time.sleep(rng.uniform(0, 0.015))
-            else:  # after a pin: inside/after the release that follows, before its record
-                verb = "pin %" if life.mode == "after_pin" else "%"
-                _wait(lambda s=since, v=verb: _query(
-                    store_path, "SELECT 1 FROM actions WHERE at >= ? AND verb LIKE ?",
-                    (s, v)), 3.0)
-                time.sleep(rng.uniform(0, 0.03))
-            os.kill(life.proc.pid, signal.SIGKILL)
+                os.kill(life.proc.pid, signal.SIGKILL)
+            else:  # it kills itself at its crashpoint; a point never passed: killed here
+                try:
+                    life.proc.wait(CRASHPOINT_WAIT)
+                except subprocess.TimeoutExpired:
+                    os.kill(life.proc.pid, signal.SIGKILL)
+                    life.mode += " (not reached)"
             life.proc.wait(10)
             life.ended = time.time()
             submit_due(t0)
@@ -177,8 +178,7 @@ def test_controller_survives_random_kill_9(clean_queue: ManagedWorld, tmp_path: 
         while len(jobs) < len(workload):
             time.sleep(0.2)
             submit_due(t0)
-        final = start()
-        final.mode = "final"
+        final = start("final")
         finish_deadline = time.monotonic() + 120
         # a finished round of its own first (SIGTERM before its handler is set would kill it)
         assert _wait(lambda: _query(store_path, "SELECT 1 FROM rounds WHERE started >= ? AND "
