@@ -142,9 +142,17 @@ class Controller:
             checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,
             partitions=self.cfg.partitions)
         applier.apply(plan)
-        if plan.preempt and not self.cfg.dry_run:
-            self.store.note_preempted(plan.preempt, self.clock())
+        if not self.cfg.dry_run:
+            self._after_apply(plan, applier.refused_starts)
         return self._finished(rid, started, calls0, snapshot, d, plan, applier.failures)
+
+    def _after_apply(self, plan: Plan, refused: Mapping[int, str]) -> None:
+        now = self.clock()
+        if plan.preempt:
+            self.store.note_preempted(plan.preempt, now)
+        repinned = (j for ids in plan.repin.values() for j in ids)
+        self.watch.released((j for j in (*plan.released, *repinned) if j not in refused), now)
+        self.watch.refused(refused, now)
 
     def misconfigured(self, nodes: list[SlurmNode]) -> str | None:
         """Why this controller must not heartbeat (see :mod:`blox_slurm.preflight`). A dry
@@ -226,39 +234,54 @@ class Controller:
     # ------------------------------------------------------------------ the daemon
 
     def run(self, stop: threading.Event, max_rounds: int | None = None,
-            on_round: Callable[[RoundReport], None] | None = None) -> int:
+            on_round: Callable[[RoundReport], None] | None = None,
+            on_active: Callable[[], None] | None = None) -> int:
         """Rounds every ``round_seconds`` until ``stop`` is set (a round in progress is
-        finished first), then hands back if configured. Never raises on a Slurm error; raises
-        :class:`StoreGone` if the store's file disappears. Only one controller per heartbeat
-        runs rounds: another one stands by until it can take over (:mod:`active_lock`).
-        However the active one ends, the heartbeat is removed first, so the plugin fails open
-        at once. Returns the number of rounds run."""
+        finished first). Only one controller per heartbeat runs rounds: another one stands by
+        until it can take over (:mod:`active_lock`), and ``on_active`` runs once it is the
+        active one (the CLI starts its telemetry endpoint there, so a standby on the same
+        host does not hold the port). However the active one ends, it removes the heartbeat
+        first (the plugin fails open at once), hands back if configured, and only then lets
+        a standby in. Never raises on a Slurm error; raises :class:`StoreGone` if the store's
+        file disappears. Returns the number of rounds run."""
         lock = None if self.cfg.dry_run else ActiveLock(self.cfg.heartbeat)
         if lock is not None and not self._stand_by(lock, stop):
             return 0
-        n = 0
-        followup = False  # the last round was a follow-up: never two in a row
         try:
-            while not stop.is_set() and (max_rounds is None or n < max_rounds):
-                t0 = time.monotonic()
-                self.store.check_present()
-                report = self._guarded_round()
-                n += 1
-                if report is not None and on_round is not None:
-                    on_round(report)
-                period = self.cfg.round_seconds
-                followup = (not followup and not self.cfg.dry_run and report is not None
-                            and restarts_deferred(report))
-                if followup and self.cfg.followup_seconds > 0:
-                    period = min(period, self.cfg.followup_seconds)
-                stop.wait(max(0.0, period - (time.monotonic() - t0)))
+            if on_active is not None:
+                on_active()
+            return self._rounds(stop, max_rounds, on_round)
         finally:
             if lock is not None:
                 clear_heartbeat(self.cfg.heartbeat)
+                if self.cfg.handback_on_exit:
+                    self._handback()
                 lock.release()
-        if self.cfg.handback_on_exit and not self.cfg.dry_run:
-            handback(self.client, self.cfg.partitions)
+
+    def _rounds(self, stop: threading.Event, max_rounds: int | None,
+                on_round: Callable[[RoundReport], None] | None) -> int:
+        n = 0
+        followup = False  # the last round was a follow-up: never two in a row
+        while not stop.is_set() and (max_rounds is None or n < max_rounds):
+            t0 = time.monotonic()
+            self.store.check_present()
+            report = self._guarded_round()
+            n += 1
+            if report is not None and on_round is not None:
+                on_round(report)
+            period = self.cfg.round_seconds
+            followup = (not followup and not self.cfg.dry_run and report is not None
+                        and restarts_deferred(report))
+            if followup and self.cfg.followup_seconds > 0:
+                period = min(period, self.cfg.followup_seconds)
+            stop.wait(max(0.0, period - (time.monotonic() - t0)))
         return n
+
+    def _handback(self) -> None:
+        try:
+            handback(self.client, self.cfg.partitions)
+        except SlurmError as exc:  # the heartbeat is gone: the watchdog hands back instead
+            log.warning("handback on exit failed: %s", exc)
 
     def _stand_by(self, lock: ActiveLock, stop: threading.Event) -> bool:
         """Wait (a round period at a time) until this controller is the active one; False if

@@ -138,9 +138,13 @@ def register(app: typer.Typer) -> None:
             client, why = select_backend(cfg.slurm_conf, cfg.backend)
             ctl = Controller(cfg, comp, client, _open_store(cfg.store))
             _preflight(ctl)
-            receiver = _telemetry(cfg, ctl)
-            err.print(f"{why}; composition {comp.name}; partitions {','.join(cfg.partitions)}"
-                      f"{'; DRY RUN' if cfg.dry_run else ''}", highlight=False)
+            receivers: list[Any] = []
+
+            def active() -> None:  # this controller is the active one: serve, then say so
+                receivers.append(_telemetry(cfg, ctl))
+                err.print(f"{why}; composition {comp.name}; partitions "
+                          f"{','.join(cfg.partitions)}{'; DRY RUN' if cfg.dry_run else ''}",
+                          highlight=False)
 
             def show(r: RoundReport) -> None:
                 if verbose:
@@ -151,9 +155,9 @@ def register(app: typer.Typer) -> None:
                               + (f", error: {r.error}" if r.error else ""), highlight=False)
 
             try:
-                ctl.run(stop, rounds, show)
+                ctl.run(stop, rounds, show, on_active=active)
             finally:
-                if receiver is not None:
+                for receiver in filter(None, receivers):
                     receiver.stop()
 
     @app.command()

@@ -36,6 +36,9 @@ def plugin_disagreement(cfg: ControllerConfig) -> str | None:
     path = plugin_config_path(cfg)
     if path is None:
         return None
+    if path.exists() and not os.access(path, os.R_OK):
+        return (f"cannot read the job-submit plugin's config {path} to check it against "
+                "[controller]: make it readable to the controller's user")
     plugin, error = read_config(path)
     where = str(path)
     if error is not None:

@@ -52,6 +52,16 @@ class Observed:
     restarts: int = 0  # Slurm's restart count: 0 for a job that was never requeued
 
 
+JOB_COLUMNS: dict[str, type] = {
+    "job_id": int, "user": str, "account": str, "partition": str, "num_gpus": int,
+    "submit_time": float, "state": str, "held": int, "admitted": int,
+    "rank": int, "attained_base": float, "run_start": float, "run_gpus": int,
+    "run_last_seen": float, "first_start": float, "last_event": float,
+    "preemptions": int, "hints": str, "marks": str, "reason": str,
+    "last_seen": float, "finished_at": float,
+}
+
+
 class StoreGone(RuntimeError):
     """The store's file was deleted or replaced under a running controller."""
 
@@ -87,19 +97,15 @@ class Store:
     def _create(self) -> None:
         db = self.db
         if "jobs" not in db.table_names():
-            db.table("jobs").create({
-                "job_id": int, "user": str, "account": str, "partition": str, "num_gpus": int,
-                "submit_time": float, "state": str, "held": int, "admitted": int,
-                "rank": int, "attained_base": float, "run_start": float, "run_gpus": int,
-                "run_last_seen": float, "first_start": float, "last_event": float,
-                "preemptions": int, "hints": str, "marks": str, "reason": str,
-                "last_seen": float, "finished_at": float,
-            }, pk="job_id", not_null={"user", "partition", "state"},
+            db.table("jobs").create(
+                JOB_COLUMNS, pk="job_id", not_null={"user", "partition", "state"},
                 defaults={"held": 0, "admitted": 0, "attained_base": 0.0, "preemptions": 0,
                           "hints": "{}", "marks": "{}", "reason": ""})
             db.table("jobs").create_index(["state"])
         elif "account" not in db.table("jobs").columns_dict:  # a version-1 store: upgrade
             db.table("jobs").add_column("account", str, not_null_default="")
+        if "retired_jobs" not in db.table_names():  # rows of jobs whose id Slurm reused
+            db.table("retired_jobs").create(JOB_COLUMNS)
         if "rounds" not in db.table_names():
             db.table("rounds").create({
                 "id": int, "started": float, "finished": float, "dry_run": int,
@@ -185,7 +191,11 @@ class Store:
                 "marks": "{}", "reason": "", "first_start": None, "run_start": None,
                 "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time,
                 "rank": None, "finished_at": None, "submit_time": o.submit_time})
+            # The same job shown again after it was counted done (slurmctld restored an older
+            # state): its service up to then is already in attained_base.
+            counted_until = row["finished_at"] if row.get("state") == "done" else None
             # Slurm resets SubmitTime on a requeue: the first one seen is the job's place.
+            row.update(finished_at=None if counted_until is not None else row["finished_at"])
             row.update(user=o.user, account=o.account, partition=o.partition,
                        num_gpus=o.num_gpus, submit_time=row["submit_time"] or o.submit_time,
                        held=int(o.held), hints=json.dumps(dict(o.hints), sort_keys=True))
@@ -194,7 +204,8 @@ class Store:
                     _fold(row)  # a new run began since we last looked: the old one ended
                     row["preemptions"] += 1
                 if row["run_start"] is None:
-                    row["run_start"] = o.run_start if o.run_start is not None else now
+                    row["run_start"] = max(o.run_start if o.run_start is not None else now,
+                                           counted_until or 0.0)
                     row["run_gpus"] = gpus_of.get(o.job_id, o.num_gpus)
                     row["last_event"] = row["run_start"]
                     if row["first_start"] is None:
@@ -219,8 +230,9 @@ class Store:
                         row.update(run_start=run[0], run_gpus=row["num_gpus"])
                         if row["first_start"] is None:
                             row["first_start"] = run[0]
-                    if row["run_start"] == run[0]:
-                        row["run_last_seen"] = run[1]  # Slurm's end, not our last look
+                    # Slurm's end of that run (whose start may be floored), not our last look
+                    if run[0] <= row["run_start"] <= run[1]:
+                        row["run_last_seen"] = run[1]
                 end = row["run_last_seen"] or now
                 _fold(row)
                 row.update(state="done", finished_at=end)
@@ -238,11 +250,12 @@ class Store:
         """Rows marked done whose ids Slurm shows again: a reused id, or (after slurmctld lost
         its state) the same job back."""
         new = [o.job_id for o in seen if o.job_id not in known]
-        if not new:
-            return {}
-        marks = ",".join("?" * len(new))
-        return {r["job_id"]: r for r in self.db.table("jobs").rows_where(
-            f"job_id IN ({marks})", new)}
+        out: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(new), 500):  # SQLite before 3.32 takes 999 parameters at most
+            chunk = new[i:i + 500]
+            out.update((r["job_id"], r) for r in self.db.table("jobs").rows_where(
+                f"job_id IN ({','.join('?' * len(chunk))})", chunk))
+        return out
 
     def _retire_reused(self, seen: Sequence[Observed], known: dict[int, dict[str, Any]]) -> None:
         """A job id Slurm gave to a new job (it reuses ids after losing its state): the old
@@ -251,10 +264,11 @@ class Store:
         new job is told from a requeued one by Slurm's restart count (a requeue raises it and
         resets SubmitTime; a fresh job's submit time is its own)."""
         old = [known.pop(o.job_id) for o in seen if o.job_id in known and o.restarts == 0
+               and o.submit_time  # 0: Slurm gave none, nothing to compare
                and abs(o.submit_time - (known[o.job_id]["submit_time"] or o.submit_time)) > 1]
         if old:
             with self.db.conn:
-                self.db.table("retired_jobs").insert_all(old, alter=True)
+                self.db.table("retired_jobs").insert_all(old)
                 self.db.table("jobs").delete_where(
                     f"job_id IN ({','.join('?' * len(old))})", [r["job_id"] for r in old])
 
@@ -308,9 +322,8 @@ class Store:
         ``last_event`` (requeue or restart time) otherwise."""
         used: dict[str, float] = {}
         columns = "user, account, attained_base, state, finished_at, last_event"
-        retired = (f" UNION ALL SELECT {columns} FROM retired_jobs WHERE attained_base > 0"
-                   if "retired_jobs" in self.db.table_names() else "")
-        for r in self.db.query(f"SELECT {columns} FROM jobs WHERE attained_base > 0{retired}"):
+        for r in self.db.query(f"SELECT {columns} FROM jobs WHERE attained_base > 0 UNION ALL "
+                               f"SELECT {columns} FROM retired_jobs WHERE attained_base > 0"):
             ended = r["finished_at"] if r["state"] == "done" else r["last_event"]
             age = max(0.0, now - (ended if ended is not None else now))
             decayed = r["attained_base"] * 0.5 ** (age / half_life)

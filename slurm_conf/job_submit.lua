@@ -57,18 +57,29 @@ local GUARDED = {
   { "cpus_per_task", "its CPUs are part of where it fits" },
 }
 
+--- Whether any GPU request of the job asks for at least one ("gres/gpu:2", "gres:gpu:v100:1",
+--- "gres/gpu" alone means one; "gres/gpu:0" asks for none).
+function M.asks_for_gpus(job_desc)
+  for _, name in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }) do
+    local value = job_desc[name]
+    if value ~= nil then
+      for item in value:gmatch("[^,]+") do
+        if item:find("gpu", 1, true) ~= nil and tonumber(item:match(":(%d+)$") or "1") > 0 then
+          return true
+        end
+      end
+    end
+  end
+  return false
+end
+
 --- Why a submission cannot be scheduled job by job as the policy decides (nil if it can):
 --- a job without GPUs is never started by the controller (it would wait held for ever); the
 --- components of a heterogeneous job cannot be pinned and started as one; an array is one
 --- queue entry whose release starts every task at once; a node range (-N 1-3) lets Slurm grow
 --- a grant past what the policy gave.
 function M.unschedulable_shape(job_desc)
-  local gpus = false
-  for _, name in ipairs({ "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task" }) do
-    local value = job_desc[name]
-    if value ~= nil and value:find("gpu", 1, true) ~= nil then gpus = true end
-  end
-  if not gpus then
+  if not M.asks_for_gpus(job_desc) then
     return "this partition runs GPU jobs: ask for GPUs (--gres=gpu:N or --gpus=N) or submit "
       .. "to another partition"
   end

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blox_slurm import composition
-from blox_slurm.abstractions import ClusterView
+from blox_slurm.abstractions import ClusterView, FreeGpus
 from blox_slurm.model import ClusterSnapshot, Drain, Job, JobState, NodeState, build_cluster
 from blox_slurm.registry import register
 from blox_slurm.round import decide
@@ -329,3 +329,15 @@ def test_a_round_where_a_pending_job_does_not_fit_still_preempts_with_rank_all_f
     d = decide(s, comp("las"), rank_all=False)
     assert d.preempt == (1,) and [st_.job_id for st_ in d.start] == [2]
     assert d.order == (2, 1)  # the full walk ranked everyone
+
+
+def test_a_victims_cpus_come_back_with_its_gpus() -> None:
+    """Review of the CPU filter: a node whose CPUs a running job holds looked full to every
+    preemption trial (the CPUs were not given back with the victim's GPUs), so preemptive
+    policies stopped preempting on Slurm."""
+    nodes, gpus = cluster(2)
+    victim = running(1, [0, 1], since=0.0, cpus=8)
+    s = snapshot((nodes, gpus), [victim, pending(2, 2, submit=50.0, cpus=1)], now=100.0)
+    s = replace(s, free=FreeGpus.of(s), cpus_free={"node1": 0})
+    d = decide(s, composition.load("las"), explain=True)
+    assert d.preempt == (1,) and [x.job_id for x in d.start] == [2], d

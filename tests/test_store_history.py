@@ -133,5 +133,15 @@ def test_a_finished_job_seen_again_with_its_own_submit_time_is_the_same_job(tmp_
     store.observe(100.0, [obs(3, "bob", 10.0, 0, 20.0)], {3: 2})
     store.observe(200.0, [], {}, {3: (20.0, 150.0)})
     store.observe(300.0, [obs(3, "bob", 10.0, 0, 20.0)], {3: 2})
-    assert rows(store)[3]["state"] == "running"
-    assert "retired_jobs" not in store.db.table_names()
+    assert rows(store)[3]["state"] == "running" and rows(store)[3]["finished_at"] is None
+    assert list(store.db.table("retired_jobs").rows) == []
+    store.observe(400.0, [], {}, {3: (20.0, 400.0)})
+    # 20..150 was counted when it was done; only 150..400 is new: 2 x 380, not 2 x 510
+    assert rows(store)[3]["attained_base"] == pytest.approx(2 * 380.0)
+
+
+def test_many_new_jobs_in_one_round(tmp_path) -> None:
+    """Old SQLite takes 999 parameters per statement: a first look at a long queue."""
+    store = Store(tmp_path / "s.db")
+    store.observe(100.0, [obs(i, "alice", 10.0, 0) for i in range(1, 2501)], {})
+    assert len(rows(store)) == 2500

@@ -134,6 +134,7 @@ class Applier:
         self.partitions = list(partitions) if partitions else None
         self.sleep = sleep
         self.failures = 0
+        self.refused_starts: dict[int, str] = {}  # jobs Slurm would not pin or release: why
 
     def apply(self, plan: Plan) -> None:
         for job_id, why in plan.refused.items():  # left held (make_plan did not release it)
@@ -204,20 +205,24 @@ class Applier:
             crashpoint("acted")
         except SlurmError as exc:
             if len(ids) == 1:
-                self.failures += 1
-                self.record(verb, ids, False, str(exc))
+                self._failed(verb, ids[0], str(exc))
                 return []
             named = [i for i in exc.failed_ids if i in ids]
             if named:  # Slurm said which ones: retry the rest together, drop the named ones
                 for i in named:
-                    self.failures += 1
-                    self.record(verb, [i], False, str(exc))
+                    self._failed(verb, i, str(exc))
                 rest = [i for i in ids if i not in named]
                 return self._batched(verb, rest, call) if rest else []
             half = len(ids) // 2
             return self._batched(verb, ids[:half], call) + self._batched(verb, ids[half:], call)
         self.record(verb, ids, True, "")
         return list(ids)
+
+    def _failed(self, verb: str, job_id: int, error: str) -> None:
+        self.failures += 1
+        self.record(verb, [job_id], False, error)
+        if verb.startswith("pin ") or verb == "release":
+            self.refused_starts[job_id] = error
 
     def _node(self, verb: str, node: str, reason: str) -> None:
         if self.dry_run:

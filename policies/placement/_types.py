@@ -41,9 +41,15 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus) -> FreeGpus:
         want = want.casefold()
         keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() == want}
     need = cpus_per_node(job) if cpus_free is not None else 0
+    # A node with more free GPUs than the world reported got a victim's GPUs back in this
+    # round (a preemption trial): the victim's CPUs come back with them.
+    given_back = snapshot.free.by_node if snapshot.free is not None else {}
     by_node = {name: gpus for name, gpus in free.by_node.items()
                if (keep is None or name in keep)
-               and (cpus_free is None or cpus_free.get(name, need) >= need)}
+               and (cpus_free is None or cpus_free.get(name, need) >= need
+                    or len(gpus) > len(given_back.get(name, gpus)))}
+    if len(by_node) == len(free.by_node):
+        return free  # nothing narrowed: no copy (this runs in every preemption trial)
     return FreeGpus(by_node, snapshot.gpus)
 
 

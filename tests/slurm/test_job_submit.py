@@ -257,6 +257,7 @@ def test_owner_may_still_change_what_the_scheduler_does_not_decide(c: Cluster) -
 
 @pytest.mark.parametrize(("options", "message"), [
     (("--gres=none",), "this partition runs GPU jobs"),  # red team item 10: held for ever
+    (("--gres=gpu:0",), "this partition runs GPU jobs"),
     (("--array=0-3",), "job arrays are not scheduled here yet"),  # item 5: one release ran 4
     (("-N", "1-3", "--gres=gpu:1"), "give a fixed node count (-N 1)"),  # item 7: 1 GPU -> 3
 ])
