@@ -21,18 +21,22 @@ root_for() {
   echo "/var/cache/blox-slurm/chroots/$1-$recipe"
 }
 
-bootstrap() {  # SUITE DIR: a minbase Debian with Slurm, munge and Python; no daemons started
-  local suite="$1" dir="$2"
-  rm -rf "$dir.partial"
-  debootstrap --variant=minbase "$suite" "$dir.partial" "$mirror" >/dev/null
-  printf '#!/bin/sh\nexit 101\n' >"$dir.partial/usr/sbin/policy-rc.d"
-  chmod +x "$dir.partial/usr/sbin/policy-rc.d"
-  # The archive here is a fixed snapshot: sid's Release file counts as expired.
-  echo 'Acquire::Check-Valid-Until "false";' >"$dir.partial/etc/apt/apt.conf.d/99snapshot"
-  cp /etc/resolv.conf "$dir.partial/etc/resolv.conf"
-  chroot "$dir.partial" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages" >/dev/null
-  mv "$dir.partial" "$dir"
+bootstrap() {  # SUITE DIR: a minbase Debian with Slurm, munge and Python; no daemons started.
+  # Its chatter (dpkg inside a chroot without /proc) goes to DIR.log, shown only on failure.
+  local suite="$1" dir="$2" partial="$2.partial"
+  rm -rf "$partial"
+  if ! { debootstrap --variant=minbase "$suite" "$partial" "$mirror" \
+      && printf '#!/bin/sh\nexit 101\n' >"$partial/usr/sbin/policy-rc.d" \
+      && chmod +x "$partial/usr/sbin/policy-rc.d" \
+      && echo 'Acquire::Check-Valid-Until "false";' >"$partial/etc/apt/apt.conf.d/99snapshot" \
+      && cp /etc/resolv.conf "$partial/etc/resolv.conf" \
+      && chroot "$partial" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c \
+        "apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages"
+    } >"$dir.log" 2>&1; then
+    tail -n 30 "$dir.log" >&2
+    die "building the $suite chroot failed (whole log: $dir.log)"
+  fi
+  mv "$partial" "$dir"
 }
 
 in_chroot() {  # DIR CMD...: a clean environment; the host's CA bundle (PyPI sits behind a
