@@ -81,10 +81,11 @@ def write_controller_toml(path: Path, world: ManagedWorld, store: Path,
     return path
 
 
-def until(probe: Callable[[], Any], timeout: float, what: str,
+def until(probe: Callable[[], Any], timeout: float, what: str | Callable[[], str],
           step: Callable[[], object] | None = None, every: float = 0.3) -> Any:
     """Poll ``probe`` (running ``step`` before each try) until truthy; fail after ``timeout``
-    (a bound for failures only: nothing here asserts how fast anything is)."""
+    (a bound for failures only: nothing here asserts how fast anything is). A callable
+    ``what`` is asked only then, so it can say what the world looked like."""
     deadline = time.monotonic() + timeout
     while True:
         if step is not None:
@@ -93,5 +94,6 @@ def until(probe: Callable[[], Any], timeout: float, what: str,
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+            pytest.fail(f"timed out after {timeout:g} s waiting for "
+                        f"{what() if callable(what) else what}")
         time.sleep(every)

@@ -46,16 +46,26 @@ def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
                       "the first controller's first round")
         until(lambda: "standing by" in logs[1].read_text(), 60, "the second one to stand by")
         first = world.submit_fake(FakeJob("daemon", 1, 600, 0.0), iters_per_sec=10)
-        until(lambda: count(stores[0], "SELECT COUNT(*) FROM actions WHERE verb = 'release' "
-                            "AND ok = 1") > 0, 60, "the active controller to start the job")
+
+        def running(*ids: int) -> bool:
+            return set(ids) <= {j.job_id for j in world.client().list_jobs() if j.active}
+
+        def seen() -> str:  # on a timeout: what the active controller's rounds said
+            with contextlib.closing(sqlite3.connect(stores[0])) as db:
+                errors = db.execute("SELECT error FROM rounds WHERE error != '' ORDER BY id "
+                                    "DESC LIMIT 3").fetchall()
+            return (f"the active controller to start job {first}: jobs "
+                    f"{[(j.job_id, j.state, j.reason) for j in world.client().list_jobs()]}, "
+                    f"last round errors {errors}, log {logs[0].read_text()[-500:]!r}")
+        until(lambda: running(first), 60, seen)
+        assert count(stores[0], "SELECT COUNT(*) FROM actions WHERE ok = 1") > 0
         assert count(stores[1], "SELECT COUNT(*) FROM rounds") == 0
         assert count(stores[1], "SELECT COUNT(*) FROM actions") == 0
 
         os.killpg(procs[0].pid, signal.SIGKILL)  # the active one dies without a word
         procs[0].wait(30)
         second = world.submit_fake(FakeJob("bin", 1, 600, 0.0), iters_per_sec=10)
-        until(lambda: {first, second} <= {j.job_id for j in world.client().list_jobs()
-                                           if j.active}, 60,
+        until(lambda: running(first, second), 60,
               "the standby to take over and start the second job")
         assert count(stores[1], "SELECT COUNT(*) FROM rounds WHERE error = ''") > 0
     finally:
