@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,21 +79,3 @@ def write_controller_toml(path: Path, world: ManagedWorld, store: Path,
     path.write_text("name = \"reliability\"\n[controller]\n" + lines(values) + "".join(
         f"[{k}]\n{lines(v)}" for k, v in tables.items()))
     return path
-
-
-def until(probe: Callable[[], Any], timeout: float, what: str | Callable[[], str],
-          step: Callable[[], object] | None = None, every: float = 0.3) -> Any:
-    """Poll ``probe`` (running ``step`` before each try) until truthy; fail after ``timeout``
-    (a bound for failures only: nothing here asserts how fast anything is). A callable
-    ``what`` is asked only then, so it can say what the world looked like."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if step is not None:
-            step()
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for "
-                        f"{what() if callable(what) else what}")
-        time.sleep(every)

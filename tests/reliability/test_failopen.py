@@ -30,7 +30,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import LEASE, until, write_controller_toml
+from _wait import wait_for
+from conftest import LEASE, write_controller_toml
 
 from blox_slurm.controller import Controller, RoundReport
 from blox_slurm.controller_config import load_config
@@ -84,7 +85,7 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     a = [submit(f"A{i}", 4, 300, u) for i, u in enumerate(("daemon", "bin", "nobody"), 1)]
     b = submit("B", 4, 40, "bin")
     assert all(jobs()[j].held and jobs()[j].admin_comment == "blox:managed" for j in [*a, b])
-    until(lambda: all(jobs()[j].state == "RUNNING" for j in [*a, b]), 30,
+    wait_for(lambda: all(jobs()[j].state == "RUNNING" for j in [*a, b]), 30,
            "the controller to start A1-A3 and B", step=round_, every=0.5)
     h = submit("H", 2, 150, "nobody")  # 15 s: still running when the controller is back
     r = round_()
@@ -95,20 +96,20 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     # ------------------------------------------------------------------ 2. controller down
     died = time.time()
     # the plugin compares whole seconds (os.time()): stale for it once age >= LEASE + 1
-    until(lambda: (heartbeat_age(world.heartbeat, time.time()) or 0) > LEASE + 1.2,
+    wait_for(lambda: (heartbeat_age(world.heartbeat, time.time()) or 0) > LEASE + 1.2,
            LEASE + 6, "the heartbeat to go stale")
-    until(lambda: b not in jobs(), 20, "B to finish")
+    wait_for(lambda: b not in jobs(), 20, "B to finish")
     assert jobs()[h].held  # a free node, and H is still held: nobody releases it but us
     age = heartbeat_age(world.heartbeat, time.time())
     f1 = submit("F1", 1, 200, "daemon")
     j = jobs()[f1]
     assert not j.held and j.admin_comment == "blox:managed,failopen", (
         j.admin_comment, j.reason, j.priority, age, world.heartbeat.read_text())
-    until(lambda: jobs()[f1].state == "RUNNING", 20, "Slurm to start F1 alone")
+    wait_for(lambda: jobs()[f1].state == "RUNNING", 20, "Slurm to start F1 alone")
     released = watchdog()["released"]
     assert released == [h]  # only what we hold: the running and fail-open jobs are not ours
     assert not jobs()[h].held
-    until(lambda: jobs().get(h) is None or jobs()[h].state == "RUNNING", 30,
+    wait_for(lambda: jobs().get(h) is None or jobs()[h].state == "RUNNING", 30,
            "Slurm to run the released H alone")
     f2 = submit("F2", 4, 30, "bin")
     j = jobs()[f2]
@@ -127,7 +128,7 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
     again = round_()  # nothing changed: nothing to do
     assert again.plan is not None and again.plan.empty, again.plan
     assert again.slurm_calls == 2, again  # the two reads only
-    until(lambda: not (set(fake) & set(jobs())), 90, "every job to finish",
+    wait_for(lambda: not (set(fake) & set(jobs())), 90, "every job to finish",
            step=round_, every=0.5)
     round_()
 
@@ -163,7 +164,7 @@ def test_item14_a_clean_stop_fails_open_at_once(clean_queue: ManagedWorld,
     proc = subprocess.Popen([sys.executable, "-m", "blox_slurm", "run", "--config",
                              str(config)], stderr=subprocess.PIPE)
     try:
-        until(lambda: _round_finished(store_path), 30, "the controller's first round")
+        wait_for(lambda: _round_finished(store_path), 30, "the controller's first round")
         assert heartbeat_age(world.heartbeat, time.time()) is not None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""

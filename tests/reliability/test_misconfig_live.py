@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _wait import wait_for
 from conftest import write_controller_toml
 
 from blox_slurm.controller import Controller
@@ -131,10 +132,10 @@ def test_item15_a_store_deleted_under_the_controller_stops_it(clean_queue: Manag
     proc = subprocess.Popen([sys.executable, "-m", "blox_slurm", "run", "--config",
                              str(config)], stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while read_heartbeat(clean_queue.heartbeat) is None or not store.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, "no first round"
-            time.sleep(0.2)
+        wait_for(lambda: proc.poll() is not None or (
+            read_heartbeat(clean_queue.heartbeat) is not None and store.exists()), 60,
+            "the controller's first round")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         for f in config.parent.glob("state.db*"):
             f.unlink()
         assert proc.wait(60) == 1

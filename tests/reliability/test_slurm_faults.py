@@ -26,11 +26,12 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from _wait import wait_for
 
 from blox_slurm.composition import build
 from blox_slurm.controller import Controller, RoundReport
@@ -46,23 +47,11 @@ from blox_slurm.store import Store
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 
 ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
 FAULTS: dict[str, int] = {}
 
 
 def fault(kind: str, n: int = 1) -> None:
     FAULTS[kind] = FAULTS.get(kind, 0) + n
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.1)
 
 
 class World:

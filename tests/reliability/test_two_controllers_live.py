@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import until, write_controller_toml
+from _wait import wait_for
+from conftest import write_controller_toml
 
 from blox_slurm.demo_world import FakeJob, ManagedWorld
 
@@ -42,9 +43,9 @@ def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
                     [sys.executable, "-m", "blox_slurm", "run", "--config", str(config)],
                     stderr=err, start_new_session=True))
             if name == "a":  # a is up and active before b starts
-                until(lambda: count(stores[0], "SELECT COUNT(*) FROM rounds") > 0, 60,
+                wait_for(lambda: count(stores[0], "SELECT COUNT(*) FROM rounds") > 0, 60,
                       "the first controller's first round")
-        until(lambda: "standing by" in logs[1].read_text(), 60, "the second one to stand by")
+        wait_for(lambda: "standing by" in logs[1].read_text(), 60, "the second one to stand by")
         first = world.submit_fake(FakeJob("daemon", 1, 600, 0.0), iters_per_sec=10)
 
         def running(*ids: int) -> bool:
@@ -57,7 +58,7 @@ def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
             return (f"the active controller to start job {first}: jobs "
                     f"{[(j.job_id, j.state, j.reason) for j in world.client().list_jobs()]}, "
                     f"last round errors {errors}, log {logs[0].read_text()[-500:]!r}")
-        until(lambda: running(first), 60, seen)
+        wait_for(lambda: running(first), 60, seen)
         assert count(stores[0], "SELECT COUNT(*) FROM actions WHERE ok = 1") > 0
         assert count(stores[1], "SELECT COUNT(*) FROM rounds") == 0
         assert count(stores[1], "SELECT COUNT(*) FROM actions") == 0
@@ -65,7 +66,7 @@ def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
         os.killpg(procs[0].pid, signal.SIGKILL)  # the active one dies without a word
         procs[0].wait(30)
         second = world.submit_fake(FakeJob("bin", 1, 600, 0.0), iters_per_sec=10)
-        until(lambda: running(first, second), 60,
+        wait_for(lambda: running(first, second), 60,
               "the standby to take over and start the second job")
         assert count(stores[1], "SELECT COUNT(*) FROM rounds WHERE error = ''") > 0
     finally:

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import until, write_controller_toml
+from _wait import wait_for
+from conftest import write_controller_toml
 
 from blox_slurm.controller import Controller
 from blox_slurm.controller_config import load_config
@@ -60,7 +61,7 @@ def test_item1_jobs_waiting_on_a_dependency_do_not_idle_the_partition(
                for _ in range(4)]
     behind = submit(world, "--gres=gpu:4", user="daemon")
 
-    until(lambda: jobs(world)[behind].active, 60, "the job behind the dependent ones to run",
+    wait_for(lambda: jobs(world)[behind].active, 60, "the job behind the dependent ones to run",
           step=lambda: rounds(ctl))
     now = jobs(world)
     assert all(now[j].pending and now[j].held for j in waiting), {j: now[j] for j in waiting}
@@ -77,11 +78,11 @@ def test_item2_placement_keeps_jobs_off_a_node_whose_cpus_are_taken(
     ctl = fifo(world, tmp_path)
     cpus = {n.name: n.cpus for n in world.client().list_nodes()}
     hog = submit(world, "--gres=gpu:1", f"--cpus-per-task={cpus['node1']}")
-    until(lambda: jobs(world)[hog].active, 60, "the CPU-hungry job to run",
+    wait_for(lambda: jobs(world)[hog].active, 60, "the CPU-hungry job to run",
           step=lambda: rounds(ctl))
     assert jobs(world)[hog].nodes == ("node1",)  # first fit: node1
     small = [submit(world, "--gres=gpu:1", user="daemon") for _ in range(3)]
-    until(lambda: all(jobs(world)[j].active for j in small), 60,
+    wait_for(lambda: all(jobs(world)[j].active for j in small), 60,
           "the 1-GPU jobs to run on the nodes with free CPUs", step=lambda: rounds(ctl))
     assert all("node1" not in jobs(world)[j].nodes for j in small)
 
@@ -93,10 +94,10 @@ def test_item8_a_users_begin_time_is_kept(clean_queue: ManagedWorld, tmp_path: P
     world = clean_queue
     ctl = fifo(world, tmp_path)
     later = submit(world, "--gres=gpu:4", "--begin=now+1hour")
-    until(lambda: "BeginTime" in reason(ctl, later), 60, "the --begin job to be set aside",
+    wait_for(lambda: "BeginTime" in reason(ctl, later), 60, "the --begin job to be set aside",
           step=lambda: rounds(ctl))
     other = submit(world, "--gres=gpu:4", user="daemon")
-    until(lambda: jobs(world)[other].active, 60, "the next job to run meanwhile",
+    wait_for(lambda: jobs(world)[other].active, 60, "the next job to run meanwhile",
           step=lambda: rounds(ctl))
     job = jobs(world)[later]
     assert job.pending and job.held and job.restart_cnt == 0, job
@@ -113,7 +114,7 @@ def test_item13_a_job_its_owner_requeues_restarts_without_the_requeue_delay(
     world = clean_queue
     ctl = fifo(world, tmp_path)
     job = started_then_requeued_by_its_owner(world, ctl, submit(world, "--gres=gpu:2"))
-    until(lambda: jobs(world)[job].active, 60,
+    wait_for(lambda: jobs(world)[job].active, 60,
           "the requeued job to run again (Slurm alone would wait ~120 s)",
           step=lambda: rounds(ctl))
     pins = [r for r in ctl.store.db.query("SELECT verb, ids FROM actions WHERE ok = 1")
@@ -131,7 +132,7 @@ def test_item18_a_requeued_job_keeps_its_place(clean_queue: ManagedWorld,
     submitted = jobs(world)[job].submit_time
     time.sleep(1.5)  # Slurm's clock has whole seconds: a requeue now gets a later one
     started_then_requeued_by_its_owner(world, ctl, job)
-    until(lambda: jobs(world)[job].pending and (jobs(world)[job].submit_time or 0) > (
+    wait_for(lambda: jobs(world)[job].pending and (jobs(world)[job].submit_time or 0) > (
         submitted or 0), 30, "Slurm to reset the requeued job's submit time")
     rounds(ctl)
     assert (ctl.store.job(job) or {})["submit_time"] == submitted
@@ -140,10 +141,10 @@ def test_item18_a_requeued_job_keeps_its_place(clean_queue: ManagedWorld,
 
 
 def started_then_requeued_by_its_owner(world: ManagedWorld, ctl: Controller, job: int) -> int:
-    until(lambda: jobs(world)[job].active, 60, "the job to start", step=lambda: rounds(ctl))
+    wait_for(lambda: jobs(world)[job].active, 60, "the job to start", step=lambda: rounds(ctl))
     out = world.run("scontrol", "requeue", str(job), user="nobody")
     assert out.returncode == 0, out.stderr
-    until(lambda: jobs(world)[job].restart_cnt == 1, 30, "Slurm to requeue it")
+    wait_for(lambda: jobs(world)[job].restart_cnt == 1, 30, "Slurm to requeue it")
     return job
 
 

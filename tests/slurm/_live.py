@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import pytest
+from _wait import wait_for as wait_for
 
 from blox_slurm.slurm.client import SlurmClient, SlurmJob
-
-T = TypeVar("T")
 
 
 def installed_release(conf: Path) -> str:
@@ -23,26 +19,6 @@ def installed_release(conf: Path) -> str:
     out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True,
                          env={**os.environ, "SLURM_CONF": str(conf)})
     return out.stdout.split()[-1]
-
-
-def wait_for(
-    probe: Callable[[], T | None],
-    timeout: float = 15.0,
-    what: str | Callable[[], str] = "condition",
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` on timeout (a
-    callable is asked only then, so it can describe the last thing the probe saw)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for "
-                        f"{what() if callable(what) else what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
 
 
 class Jobs:
