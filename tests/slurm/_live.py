@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from _wait import wait_for as wait_for
 
@@ -73,17 +72,3 @@ class Jobs:
             30.0,
             "test jobs to finish",
         )
-
-
-#: What Slurm answers a pin or hold of a job it started between the round's read and the verb:
-#: a race no controller can avoid; the next round sees the job running and acts on that.
-RACED_A_START = "Job is no longer pending execution"
-
-
-def unexpected_failures(db: Any) -> list[tuple[str, str, str]]:
-    """The store's failed actions as (verb, job ids, Slurm's error), except pins and holds
-    that lost that race."""
-    return [(r["verb"], r["ids"], r["error"]) for r in db.query(
-        "SELECT * FROM actions WHERE ok = 0") if not (
-            RACED_A_START in (r["error"] or "")
-            and (r["verb"].startswith("pin ") or r["verb"] == "hold"))]

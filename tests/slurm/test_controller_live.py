@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _live import unexpected_failures, wait_for
+from _audit import unexpected_failures
+from _live import wait_for
 
 from blox_slurm.composition import build
 from blox_slurm.controller import Controller, handback

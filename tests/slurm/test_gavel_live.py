@@ -16,7 +16,8 @@ import threading
 import time
 
 import pytest
-from _live import unexpected_failures, wait_for
+from _audit import unexpected_failures
+from _live import wait_for
 
 from blox_slurm.composition import load
 from blox_slurm.controller import Controller, RoundReport, restarts_deferred
