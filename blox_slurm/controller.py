@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 from .abstractions import FreeGpus
 from .active_lock import ActiveLock
@@ -32,6 +33,7 @@ from .model import ClusterSnapshot, Decisions, GpuSample
 from .preflight import missing_partitions, plugin_disagreement
 from .round import decide
 from .slurm.apply import Applier, Plan, make_plan
+from .slurm.arrays import bracket, held_back, splits
 from .slurm.client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
 from .slurm.job_submit import clear_heartbeat, parse_admin_comment, write_heartbeat
 from .slurm.snapshot import build_snapshot
@@ -119,12 +121,17 @@ class Controller:
         now = self.clock()
         if not self.cfg.dry_run:
             write_heartbeat(self.cfg.heartbeat, now)
-        jobs = [j for j in listed if j.queued]
-        managed = self.managed_jobs(jobs)
+        try:
+            listed = self._split_arrays(rid, listed)
+        except SlurmError as exc:
+            return self._failed(rid, started, calls0, f"observe: {exc}")
+        managed = {k: j for k, j in self.managed_jobs([j for j in listed if j.queued]).items()
+                   if not j.unsplit_array}  # the policy sees array tasks, never the rest
         self.store.observe(now, [_observed(j) for j in managed.values()],
                            {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active},
                            {j.job_id: run for j in listed if (run := j.ended_run) is not None})
-        aside = self.watch.update(managed, now)  # runnable: what the policy may start
+        # runnable: what the policy may start
+        aside = {**held_back(managed), **self.watch.update(managed, now)}
         snapshot = self.snapshot({k: j for k, j in managed.items() if k not in aside}, nodes,
                                  now)
         crashpoint("observed")
@@ -145,6 +152,30 @@ class Controller:
         if not self.cfg.dry_run:
             self._after_apply(plan, applier.refused_starts)
         return self._finished(rid, started, calls0, snapshot, d, plan, applier.failures)
+
+    def _split_arrays(self, rid: int, listed: list[SlurmJob]) -> list[SlurmJob]:
+        """Give the next tasks of every held array their own job records (see
+        :mod:`blox_slurm.slurm.arrays`) and read the queue again: one call per array and a
+        second read, only in rounds that act. An array Slurm was left to run (submitted while
+        the cluster failed open) is held whole first, as the plan holds any such job; its
+        tasks already running stay the policy's to keep or preempt. A verb Slurm refuses is
+        in the audit and tried again next round."""
+        if self.cfg.dry_run:
+            return listed
+        arrays = self.managed_jobs([j for j in listed if j.pending])
+        todo = [(f"split {bracket(s.tasks)}", s.array_job_id,
+                 partial(self.client.split_array, s.array_job_id, s.tasks))
+                for s in splits(arrays.values(), self.cfg.array_window)]
+        todo += [("hold", j.job_id, partial(self.client.hold, [j.job_id]))
+                 for j in arrays.values() if j.unsplit_array and not j.held]
+        for verb, array_id, act in todo:
+            try:
+                act()
+            except SlurmError as exc:
+                self.store.record_action(rid, verb, [array_id], False, str(exc))
+            else:
+                self.store.record_action(rid, verb, [array_id], True)
+        return self.client.list_jobs(self.cfg.partitions, finished=True) if todo else listed
 
     def _after_apply(self, plan: Plan, refused: Mapping[int, str]) -> None:
         now = self.clock()

@@ -53,6 +53,9 @@ class ControllerConfig(BaseModel):
     # kept from the policy for unstartable_backoff seconds (doubling); see start_watch.py.
     start_timeout: float = Field(default=60.0, gt=0, le=86400, allow_inf_nan=False)
     unstartable_backoff: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False)
+    # Tasks of one job array split off and waiting at a time (each is a job record in
+    # slurmctld, counted against MaxJobCount); see blox_slurm/slurm/arrays.py.
+    array_window: int = Field(default=64, ge=1, le=100000)
     # The plugin's blox_job_submit.conf, checked against partitions and heartbeat at start and
     # every round (see blox_slurm.preflight). None: beside slurm.conf. "": no check (only
     # where the controller's host cannot read the file; a mismatch then holds jobs for ever).

@@ -75,9 +75,9 @@ end
 
 --- Why a submission cannot be scheduled job by job as the policy decides (nil if it can):
 --- a job without GPUs is never started by the controller (it would wait held for ever); the
---- components of a heterogeneous job cannot be pinned and started as one; an array is one
---- queue entry whose release starts every task at once; a node range (-N 1-3) lets Slurm grow
---- a grant past what the policy gave.
+--- components of a heterogeneous job cannot be pinned and started as one; a node range
+--- (-N 1-3) lets Slurm grow a grant past what the policy gave. (Arrays are welcome: the
+--- controller splits their tasks off and schedules each as a job.)
 function M.unschedulable_shape(job_desc)
   if not M.asks_for_gpus(job_desc) then
     return "this partition runs GPU jobs: ask for GPUs (--gres=gpu:N or --gpus=N) or submit "
@@ -87,10 +87,6 @@ function M.unschedulable_shape(job_desc)
   if het ~= nil and het ~= NO_VAL then
     return "heterogeneous jobs are not scheduled here (their components cannot be started "
       .. "together): submit the components as separate jobs"
-  end
-  if job_desc.array_inx ~= nil and job_desc.array_inx ~= "" then
-    return "job arrays are not scheduled here yet (one release would start every task): "
-      .. "submit the tasks as separate jobs"
   end
   local max_nodes = job_desc.max_nodes
   if max_nodes ~= nil and max_nodes ~= NO_VAL and max_nodes ~= 0

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NoReturn, TypeVar
 
+from .arrays import bracket
 from .client import (
     JobUpdate,
     NodeAction,
@@ -38,10 +39,8 @@ def _not_a_record(key: str, value: object) -> NoReturn:
     raise MalformedField(f"{key}[]", value)
 
 
-def _ids(ids: Sequence[int]) -> str:
-    if not ids:
-        raise ValueError("no job ids given")
-    return ",".join(str(int(i)) for i in ids)
+#: How Slurm names an array task in an error: ``9_5: Invalid job id specified``.
+_TASK_REF = re.compile(r"\b(\d+_\d+)\b")
 
 
 class CliBackend:
@@ -56,6 +55,8 @@ class CliBackend:
     ) -> None:
         self.runner = runner or Runner(conf, timeout, retry)
         self._dialect: Dialect | None = None
+        # job id -> "A_T" for every array task of the last read (see SlurmJob.ref)
+        self._refs: dict[int, str] = {}
 
     @property
     def calls(self) -> int:
@@ -124,6 +125,7 @@ class CliBackend:
     ) -> list[SlurmJob]:
         wanted = set(partitions) if partitions is not None else None
         jobs = self._records(SQUEUE, "jobs", job_from_json)
+        self._refs = {j.job_id: j.ref for j in jobs if j.ref != str(j.job_id)}
         return [
             j
             for j in jobs
@@ -140,11 +142,15 @@ class CliBackend:
             if "Invalid job id" in e.stderr:
                 return None
             raise
-        line = out.strip().splitlines()[0] if out.strip() else ""
+        # An array's id lists every record of the array, one per line.
+        line = next((x for x in out.splitlines() if x.startswith(f"JobId={int(job_id)} ")), "")
         try:
-            return job_from_scontrol(line) if line else None
+            job = job_from_scontrol(line) if line else None
         except MalformedField as e:
             raise SlurmError(f"`{' '.join(argv)}`: {e}", argv) from None
+        if job is not None and job.ref != str(job.job_id):
+            self._refs[job.job_id] = job.ref
+        return job
 
     def list_nodes(self) -> list[SlurmNode]:
         """Every node once (:attr:`Dialect.node_argv`: ``sinfo --json`` on 22.05, ``scontrol
@@ -159,20 +165,47 @@ class CliBackend:
 
     # ------------------------------------------------------------------ job verbs
 
+    def _refs_of(self, ids: Sequence[int]) -> list[str]:
+        """The names Slurm must be given for these jobs (:attr:`SlurmJob.ref`)."""
+        if not ids:
+            raise ValueError("no job ids given")
+        return [self._refs.get(int(i)) or str(int(i)) for i in ids]
+
+    def _ids(self, ids: Sequence[int]) -> str:
+        return ",".join(self._refs_of(ids))
+
+    def _run(self, argv: list[str], idempotent: bool) -> None:
+        """Run a verb; an error naming array tasks (``9_5: ...``) names their job ids too."""
+        try:
+            self.runner.run(argv, idempotent=idempotent)
+        except SlurmError as e:
+            ids = {ref: job_id for job_id, ref in self._refs.items()}
+            named = tuple(ids[r] for r in _TASK_REF.findall(e.stderr) if r in ids)
+            if named:
+                e.failed_ids = tuple(dict.fromkeys((*e.failed_ids, *named)))
+            raise
+
     def _scontrol(self, *args: str, idempotent: bool) -> None:
-        self.runner.run(["scontrol", *args], idempotent=idempotent)
+        self._run(["scontrol", *args], idempotent)
 
     def hold(self, ids: Sequence[int]) -> None:
-        self._scontrol("hold", _ids(ids), idempotent=True)
+        self._scontrol("hold", self._ids(ids), idempotent=True)
 
     def release(self, ids: Sequence[int]) -> None:
-        self._scontrol("release", _ids(ids), idempotent=True)
+        self._scontrol("release", self._ids(ids), idempotent=True)
 
     def requeue(self, ids: Sequence[int]) -> None:
-        self._scontrol("requeue", _ids(ids), idempotent=False)
+        self._scontrol("requeue", self._ids(ids), idempotent=False)
 
     def requeue_hold(self, ids: Sequence[int]) -> None:
-        self._scontrol("requeuehold", _ids(ids), idempotent=False)
+        self._scontrol("requeuehold", self._ids(ids), idempotent=False)
+
+    def split_array(self, array_job_id: int, tasks: Sequence[int]) -> None:
+        """``scontrol hold A_[tasks]``: a hold naming some of an array's pending tasks gives
+        each its own job record (one naming all of them holds the array whole)."""
+        if not tasks:
+            raise ValueError("no array tasks given")
+        self._scontrol("hold", f"{int(array_job_id)}_{bracket(tasks)}", idempotent=True)
 
     def update_jobs(self, ids: Sequence[int], update: JobUpdate) -> None:
         """``scontrol update JobId=..``. Slurm takes a comma list of ids for Priority and
@@ -189,12 +222,12 @@ class CliBackend:
         if update.start_now:
             fields.append("StartTime=now")
         if update.req_nodes is None and update.exc_nodes is None:
-            self._scontrol("update", f"JobId={_ids(ids)}", *fields, idempotent=True)
+            self._scontrol("update", f"JobId={self._ids(ids)}", *fields, idempotent=True)
             return
         failures: list[tuple[int, SlurmError]] = []
-        for i in ids:
+        for i, ref in zip(ids, self._refs_of(ids), strict=True):
             try:
-                self._scontrol("update", f"JobId={int(i)}", *fields, idempotent=True)
+                self._scontrol("update", f"JobId={ref}", *fields, idempotent=True)
             except SlurmError as e:
                 failures.append((int(i), e))
         if failures:
@@ -212,13 +245,10 @@ class CliBackend:
         which for a plain sbatch job is the training process itself."""
         if not _SIGNAL.match(signal):
             raise ValueError(f"bad signal name {signal!r}")
-        _ids(ids)
-        argv = ["scancel", f"--signal={signal}", "--full", *(str(int(i)) for i in ids)]
-        self.runner.run(argv, idempotent=True)
+        self._run(["scancel", f"--signal={signal}", "--full", *self._refs_of(ids)], True)
 
     def cancel(self, ids: Sequence[int]) -> None:
-        _ids(ids)
-        self.runner.run(["scancel", *(str(int(i)) for i in ids)], idempotent=True)
+        self._run(["scancel", *self._refs_of(ids)], True)
 
     def update_nodes(self, names: Sequence[str], action: NodeAction, reason: str = "") -> None:
         check_node_names(names)

@@ -75,6 +75,25 @@ class SlurmJob:
     work_dir: str = ""
     exit_code: int = 0
     dependency: str = ""  # as Slurm shows it: "afterok:12(unfulfilled)", "" when none
+    array_job_id: int = 0  # the array a task belongs to; 0 when not an array task
+    array_task_id: int | None = None  # None on a record still holding several pending tasks
+    array_tasks: str = ""  # the pending tasks such a record holds, as Slurm prints them
+    array_max_tasks: int = 0  # the array's throttle (``--array=0-31%4``); 0 when none
+
+    @property
+    def ref(self) -> str:
+        """How ``scontrol`` and ``scancel`` must name this job. An array task is always
+        ``A_T``: the array's first record keeps the array's id and becomes its last task, and
+        ``scontrol release A`` means every task of the array."""
+        if self.array_job_id and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return str(self.job_id)
+
+    @property
+    def unsplit_array(self) -> bool:
+        """A pending array record that still holds several tasks (``123_[0-31]``): one job to
+        Slurm, which a release starts as many times as it finds room."""
+        return bool(self.array_tasks)
 
     @property
     def held(self) -> bool:
@@ -253,6 +272,11 @@ class SlurmClient(Protocol):
     def cancel(self, ids: Sequence[int]) -> None: ...
 
     def update_nodes(self, names: Sequence[str], action: NodeAction, reason: str = "") -> None: ...
+
+    def split_array(self, array_job_id: int, tasks: Sequence[int]) -> None:
+        """Give each of these pending tasks of an array its own job record, held (see
+        :mod:`blox_slurm.slurm.arrays`)."""
+        ...
 
     def submit(self, argv: Sequence[str], script: str | None = None,
                as_user: str | None = None) -> int:

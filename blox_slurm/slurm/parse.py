@@ -15,6 +15,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from .arrays import task_ids
 from .client import GresAlloc, SlurmJob, SlurmNode
 
 # ---------------------------------------------------------------------------- hostlists
@@ -317,7 +318,32 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
         exit_code=_exit_status(j),
         dependency=_text(j, "dependency"),
         gpu_nodes=gpu_nodes,
+        **_array(_num(j, "array_job_id"), _optional_num(j, "array_task_id"),
+                 _text(j, "array_task_string"), _num(j, "array_max_tasks")),
     )
+
+
+def _optional_num(d: Mapping[str, Any], key: str) -> int | None:
+    """A number that may be unset: ``null`` (v0.0.38) or ``{"set": false}`` (later)."""
+    return None if d.get(key) is None else (n if (n := _num(d, key, -1)) >= 0 else None)
+
+
+def _array(array_job_id: int, task_id: int | None, pending: str, throttle: int
+           ) -> dict[str, Any]:
+    """The array fields of a job record. Slurm prints the pending tasks of a record that
+    still holds several as ``0-7%2`` (the throttle after ``%``); a record holding one
+    pending task is that task (``--array=5`` lists ``5`` with no task id), so it gets the
+    task id and no pending list."""
+    tasks = pending.split("%", 1)[0]
+    if task_id is None and tasks.isdigit():
+        task_id, tasks = int(tasks), ""
+    elif tasks:
+        try:
+            task_ids(tasks)
+        except ValueError:
+            raise MalformedField("array_task_string", pending) from None
+    return {"array_job_id": array_job_id, "array_task_id": task_id, "array_tasks": tasks,
+            "array_max_tasks": throttle}
 
 
 def _gres_by_node(nodes: tuple[str, ...], details: list[str]) -> Mapping[str, GresAlloc]:
@@ -474,4 +500,6 @@ def _scontrol_fields(line: str) -> ParsedJob:
         exit_code=int(f.get("ExitCode", "0:0").split(":")[0]),
         dependency=_null(f.get("Dependency", "")),
         gpu_nodes=gpu_nodes,
+        **_array(int(f.get("ArrayJobId", "0")), None, f.get("ArrayTaskId", ""),
+                 int(f.get("ArrayTaskThrottle", "0"))),
     )

@@ -45,10 +45,20 @@ class PyslurmBackend(CliBackend):
         super().__init__(conf, timeout, retry)
         self.pyslurm = module or load_pyslurm()
 
-    def _each(self, ids: Sequence[int], verb: str, act: Callable[[Any], None]) -> None:
-        """Apply ``act`` to every job; one error naming all the ids that failed."""
+    def _each(self, ids: Sequence[int], verb: str, act: Callable[[Any], None],
+              cli: Callable[[Sequence[int]], None]) -> None:
+        """Apply ``act`` to every job; one error naming all the ids that failed. Array tasks
+        go through ``cli``, the CLI's verb, which names them ``A_T``: pyslurm's ``Job(id)``
+        of the record that kept the array's id would act on the whole array."""
+        tasks = [i for i in ids if int(i) in self._refs]
+        cli_error: SlurmError | None = None
+        if tasks:
+            try:
+                cli(tasks)
+            except SlurmError as e:
+                cli_error = e
         failed: list[tuple[int, str]] = []
-        for i in ids:
+        for i in (i for i in ids if int(i) not in self._refs):
             self.runner.calls += 1
             try:
                 act(self.pyslurm.Job(int(i)))
@@ -60,20 +70,23 @@ class PyslurmBackend(CliBackend):
                 + "; ".join(f"job {i}: {msg}" for i, msg in failed),
                 argv=("pyslurm", verb),
                 stderr="\n".join(msg for _, msg in failed),
-                failed_ids=tuple(i for i, _ in failed),
+                failed_ids=tuple(i for i, _ in failed) + (
+                    cli_error.failed_ids if cli_error is not None else ()),
             )
+        if cli_error is not None:
+            raise cli_error
 
     def hold(self, ids: Sequence[int]) -> None:
-        self._each(ids, "hold", lambda j: j.hold())
+        self._each(ids, "hold", lambda j: j.hold(), super().hold)
 
     def release(self, ids: Sequence[int]) -> None:
-        self._each(ids, "release", lambda j: j.release())
+        self._each(ids, "release", lambda j: j.release(), super().release)
 
     def requeue(self, ids: Sequence[int]) -> None:
-        self._each(ids, "requeue", lambda j: j.requeue())
+        self._each(ids, "requeue", lambda j: j.requeue(), super().requeue)
 
     def requeue_hold(self, ids: Sequence[int]) -> None:
-        self._each(ids, "requeuehold", lambda j: j.requeue(hold=True))
+        self._each(ids, "requeuehold", lambda j: j.requeue(hold=True), super().requeue_hold)
 
     def update_jobs(self, ids: Sequence[int], update: JobUpdate) -> None:
         fields: dict[str, Any] = {}
@@ -86,10 +99,12 @@ class PyslurmBackend(CliBackend):
         if update.start_now:
             fields["begin_time"] = "now"
         desc = self.pyslurm.JobSubmitDescription
-        self._each(ids, "update", lambda j: j.modify(desc(**fields)))
+        self._each(ids, "update", lambda j: j.modify(desc(**fields)),
+                   lambda t: CliBackend.update_jobs(self, t, update))
 
     def signal(self, ids: Sequence[int], signal: str) -> None:
-        self._each(ids, f"signal {signal}", lambda j: j.send_signal(signal, steps="all"))
+        self._each(ids, f"signal {signal}", lambda j: j.send_signal(signal, steps="all"),
+                   lambda t: CliBackend.signal(self, t, signal))
 
     def cancel(self, ids: Sequence[int]) -> None:
-        self._each(ids, "cancel", lambda j: j.cancel())
+        self._each(ids, "cancel", lambda j: j.cancel(), super().cancel)

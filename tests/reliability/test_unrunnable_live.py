@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _audit import unexpected_failures
 from _wait import wait_for
 from conftest import write_controller_toml
 
@@ -67,6 +68,79 @@ def test_item1_jobs_waiting_on_a_dependency_do_not_idle_the_partition(
     assert all(now[j].pending and now[j].held for j in waiting), {j: now[j] for j in waiting}
     assert all("waits for its dependency" in reason(ctl, j) for j in waiting)
     assert not set(waiting) & released_ids(ctl)
+
+
+def test_item5_array_tasks_are_scheduled_one_by_one(clean_queue: ManagedWorld,
+                                                    tmp_path: Path) -> None:
+    """One release of an array started every task Slurm found room for, past the policy,
+    and re-pinning the array failed every round. Now tasks are split off (at most
+    ``array_window`` waiting), and each starts only when the policy releases it; an array's
+    throttle (``%1``) is kept without idling GPUs on tasks that could not start."""
+    world = clean_queue
+    ctl = fifo(world, tmp_path, array_window=3)
+    big = submit(world, "--gres=gpu:3", "--array=0-7")  # one per node: 4 run, 4 GPUs spare
+    small = submit(world, "--gres=gpu:1", "--array=0-3%1", user="daemon")
+
+    def tasks(array: int) -> list[SlurmJob]:
+        return [j for j in jobs(world).values() if j.array_job_id == array]
+
+    def round_within_window() -> None:
+        rounds(ctl)
+        # the array's own record (its last task at the end) is there anyway
+        split_waiting = [j for j in tasks(big) if j.pending and j.job_id != big]
+        assert len(split_waiting) <= 3, split_waiting
+
+    def running(array: int) -> list[SlurmJob]:
+        return [j for j in tasks(array) if j.active]
+
+    wait_for(lambda: len(running(big)) == 4 and len(running(small)) == 1, 60,
+             "4 tasks of the big array and 1 of the throttled one to run",
+             step=round_within_window)
+    for _ in range(3):  # nothing escapes in later rounds either
+        round_within_window()
+    assert len(running(big)) == 4 and len(running(small)) == 1
+    started = {j.job_id for j in running(big) + running(small)}
+    assert started <= released_ids(ctl)  # every task started by a release of its own
+    assert len({j.array_task_id for j in running(big)}) == 4
+    waiting_small = [j for j in tasks(small) if j.pending and not j.unsplit_array]
+    assert waiting_small and all(j.held for j in waiting_small)
+    assert all("may run 1 at once" in reason(ctl, j.job_id) for j in waiting_small)
+    splits = ctl.store.db.query("SELECT verb, ids FROM actions WHERE verb LIKE 'split %'")
+    assert {json.loads(r["ids"])[0] for r in splits} == {big, small}
+    assert unexpected_failures(ctl.store.db) == []
+    stopped = list(ctl.store.db.query("SELECT ids FROM actions WHERE verb = 'requeuehold'"))
+    assert stopped == []  # FIFO never swapped a released task for another
+
+    world.client().cancel([running(big)[0].job_id])  # a task ends: the next one follows
+    wait_for(lambda: len(running(big)) == 4, 60, "the next task to run",
+             step=round_within_window)
+    assert {j.job_id for j in running(big)} <= released_ids(ctl)
+
+
+def test_item5_an_array_slurm_ran_while_failing_open_is_taken_back(
+        clean_queue: ManagedWorld, tmp_path: Path) -> None:
+    """With no controller the plugin leaves an array to Slurm; the controller that comes back
+    holds its waiting tasks whole, then splits them off like any array's."""
+    world = clean_queue
+    world.heartbeat.unlink(missing_ok=True)  # no controller: the plugin fails open
+    array = submit(world, "--gres=gpu:4", "--array=0-7")
+
+    def tasks() -> list[SlurmJob]:
+        return [j for j in jobs(world).values() if j.array_job_id == array]
+
+    wait_for(lambda: sum(j.active for j in tasks()) == 4, 60, "Slurm to start 4 tasks")
+    ctl = fifo(world, tmp_path, array_window=2)
+    # two split off (the window), two still in the array's record
+    wait_for(lambda: len([j for j in tasks() if j.pending]) == 3, 30,
+             lambda: f"the waiting tasks to be split off: {tasks()}, "
+                     f"{list(ctl.store.db.query('SELECT verb, ids, error FROM actions'))}",
+             step=lambda: rounds(ctl))
+    verbs = [(r["verb"], json.loads(r["ids"])) for r in ctl.store.db.query(
+        "SELECT verb, ids FROM actions WHERE ok = 1")]
+    assert verbs[0] == ("hold", [array]), verbs
+    assert ("split [4-5]", [array]) in verbs, verbs
+    assert sum(j.active for j in tasks()) == 4 and all(j.held for j in tasks() if j.pending)
+    assert unexpected_failures(ctl.store.db) == []
 
 
 def test_item2_placement_keeps_jobs_off_a_node_whose_cpus_are_taken(

@@ -56,7 +56,7 @@ class Cluster:
         assert out.returncode == 0, out.stderr
         return self.ids[-1]
 
-    def show(self, job: int) -> dict[str, str]:
+    def show(self, job: int | str) -> dict[str, str]:
         out = self.run("scontrol", "show", "job", "-o", str(job))
         assert out.returncode == 0, out.stderr
         return dict(re.findall(r"(\w+)=(\S*)", out.stdout))
@@ -258,7 +258,6 @@ def test_owner_may_still_change_what_the_scheduler_does_not_decide(c: Cluster) -
 @pytest.mark.parametrize(("options", "message"), [
     (("--gres=none",), "this partition runs GPU jobs"),  # red team item 10: held for ever
     (("--gres=gpu:0",), "this partition runs GPU jobs"),
-    (("--array=0-3",), "job arrays are not scheduled here yet"),  # item 5: one release ran 4
     (("-N", "1-3", "--gres=gpu:1"), "give a fixed node count (-N 1)"),  # item 7: 1 GPU -> 3
 ])
 def test_submissions_the_scheduler_cannot_honour_are_refused(c: Cluster, options: tuple[str, ...],
@@ -286,6 +285,26 @@ def test_heterogeneous_jobs_touching_a_managed_partition_are_refused(
     shutil.rmtree(script.parent)
     assert out.returncode != 0 and "heterogeneous jobs are not scheduled here" in out.stderr, (
         out.returncode, out.stderr)
+
+
+def test_an_arrays_split_tasks_stay_marked_held_and_guarded(c: Cluster) -> None:
+    """Red team item 5: arrays were refused (a release of the array started every task).
+    The plugin now marks and holds an array as one job; the tasks the controller splits off
+    (``scontrol hold A_[..]``) get their own ids and keep the mark, the hold and the guards."""
+    needs_root()
+    array = c.submit("--partition=blox", "--gres=gpu:1", "--array=0-3", user=USER)
+    assert c.show(array)["AdminComment"] == "blox:managed"
+    out = c.run("scontrol", "hold", f"{array}_[0-1]")
+    assert out.returncode == 0, out.stderr
+    for task in (0, 1):
+        info = c.show(f"{array}_{task}")
+        assert info["JobId"] != str(array), info  # its own record
+        assert info["AdminComment"] == "blox:managed" and info["Priority"] == "0", info
+        assert c.run("scontrol", "release", f"{array}_{task}", user=USER).returncode != 0
+        out = c.run("scontrol", "update", f"JobId={array}_{task}", "ExcNodeList=node1",
+                    user=USER)
+        assert out.returncode != 0, out.stdout
+    assert c.show(f"{array}_3")["JobId"] == str(array)
 
 
 @pytest.mark.parametrize("gpus", [("--gres=gpu:1",), ("--gpus=2",), ("--gpus-per-node=1",),
