@@ -279,13 +279,21 @@ class Emulator:
             nodes=nodes,
         )
 
-    def restart_controller(self, timeout: float = 20.0) -> float:
+    def restart_controller(self, timeout: float = 20.0, lose_state: bool = False) -> float:
         """Stop slurmctld and start it again on the same StateSaveLocation (no ``-c``):
-        jobs keep running, held jobs stay held. Returns the seconds it took."""
+        jobs keep running, held jobs stay held. ``lose_state`` empties the StateSaveLocation
+        in between, as a lost disk would: the queue is gone and job ids start again at 1.
+        Returns the seconds it took."""
         t0 = time.monotonic()
         ctld = next(d for d in self.daemons if d.name == "slurmctld")
         self._stop([ctld], t0 + timeout)
         self.daemons.remove(ctld)
+        if lose_state:
+            for saved in self.layout.state_dir.iterdir():
+                if saved.is_dir():
+                    shutil.rmtree(saved)
+                else:
+                    saved.unlink()
         self._start_controller(check_packages(self.spec.auth)["slurmctld"], t0 + timeout)
         return time.monotonic() - t0
 
