@@ -200,7 +200,9 @@ class Controller:
         return replace(snap, free=FreeGpus(_free_index(snap, nodes), snap.gpus),
                        telemetry=self._samples(snap, now), throughput=self.throughput,
                        cpus_free={n.name: max(0, n.cpus - n.cpus_alloc) for n in nodes
-                                  if n.cpus > 0})
+                                  if n.cpus > 0},
+                       memory_free={n.name: max(0, n.memory_mb - n.memory_alloc)
+                                    for n in nodes if n.memory_mb > 0})
 
     def _samples(self, snap: ClusterSnapshot, now: float) -> tuple[GpuSample, ...]:
         """The telemetry window, with agents' (node, local index) turned into GPU ids; newly

@@ -168,6 +168,9 @@ class ClusterSnapshot:
     # job's, managed or not). ``None`` where CPUs are not modelled (the simulator). Placement
     # keeps a job off nodes that cannot hold its CPUs: their free GPUs are no use to it.
     cpus_free: Mapping[str, int] | None = None
+    # ... and free memory per node in MB, the same way (Slurm: RealMemory - AllocMem, which
+    # is every node's RealMemory where memory is not consumable).
+    memory_free: Mapping[str, int] | None = None
 
     @property
     def total_gpus(self) -> int:

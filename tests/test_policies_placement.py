@@ -209,3 +209,22 @@ def test_every_placement_skips_nodes_without_the_jobs_cpus(policy) -> None:
                          free_of(s)) is None
     assert FirstFit().choose(snapshot(cluster(2, 2, 2), []), one_cpu, 1,
                              free_of(snapshot(cluster(2, 2, 2), []))) == (0,)  # no CPU model
+
+
+@pytest.mark.parametrize("policy", [FirstFit(), consolidated(), Scattered(), Synergy()])
+def test_every_placement_skips_nodes_without_the_jobs_memory(policy) -> None:
+    """Item 2's other half: a node whose memory is taken (``--mem``) holds free GPUs no job
+    needing memory there can use. A job bound to nodes needs its share on each; one that may
+    spread is not checked (its share per node is Slurm's choice)."""
+    s = snapshot(cluster(2, 2, 2), [], memory_free={"node1": 1000, "node2": 8000,
+                                                    "node3": 32000})
+    one_node = (("nodes", "1"),)
+    got = policy.choose(s, pending(99, 1, memory_mb=4000, hints=one_node), 1, free_of(s))
+    assert got is not None and s.gpus[got[0]].node != "node1"
+    two = policy.choose(s, pending(98, 2, memory_mb=20000, hints=one_node), 2, free_of(s))
+    assert two is not None and {s.gpus[g].node for g in two} == {"node3"}
+    split = policy.choose(s, pending(96, 2, memory_mb=16000, hints=(("nodes", "2"),)), 2,
+                          free_of(s))  # 8000 on each of two nodes: node2 and node3
+    assert split is not None and {s.gpus[g].node for g in split} == {"node2", "node3"}
+    assert policy.choose(s, pending(97, 2, memory_mb=40000, hints=one_node), 2,
+                         free_of(s)) is None

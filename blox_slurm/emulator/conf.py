@@ -131,8 +131,10 @@ def render_slurm_conf(
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
         "SelectType=select/cons_tres",
-        # CPUs, not memory, are consumable: a job without --mem must not take a whole node.
-        "SelectTypeParameters=CR_CPU",
+        # CPUs and memory are consumable, as on most production clusters; a job without --mem
+        # gets DefMemPerCPU per CPU, not (Slurm's default) the whole node.
+        "SelectTypeParameters=CR_CPU_Memory",
+        f"DefMemPerCPU={max(1, spec.memory_mb // spec.cpus_per_node)}",
         "GresTypes=gpu",
         "AccountingStorageType=accounting_storage/none",
         "JobCompType=jobcomp/none",

@@ -61,7 +61,7 @@ class SlurmJob:
     nodes: tuple[str, ...] = ()  # allocated, in Slurm's order
     gpu_alloc: Mapping[str, GresAlloc] = field(default_factory=lambda: MappingProxyType({}))
     cpus: int = 0
-    memory_mb: int = 0
+    memory_mb: int = 0  # the whole job's: --mem times its nodes, or --mem-per-cpu times CPUs
     submit_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None  # as Slurm says: a projection while running
@@ -145,6 +145,7 @@ class SlurmNode:
     cpus: int = 0
     cpus_alloc: int = 0
     memory_mb: int = 0
+    memory_alloc: int = 0  # MB held by jobs; 0 where memory is not consumable (CR_CPU)
     features: frozenset[str] = frozenset()
     partitions: tuple[str, ...] = ()
 

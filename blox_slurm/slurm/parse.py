@@ -303,7 +303,7 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
         nodes=nodes,
         gpu_alloc=alloc,
         cpus=cpus,
-        memory_mb=_num(j, "memory_per_node") or _num(j, "memory_per_cpu") * cpus,
+        memory_mb=_num(j, "memory_per_node") * node_count or _num(j, "memory_per_cpu") * cpus,
         submit_time=_time(j, "submit_time"),
         start_time=_time(j, "start_time"),
         end_time=_time(j, "end_time"),
@@ -388,6 +388,7 @@ def _node_fields(n: Mapping[str, Any], name: str) -> SlurmNode:
         cpus=_num(n, "cpus"),
         cpus_alloc=_num(n, "alloc_cpus"),
         memory_mb=_num(n, "real_memory"),
+        memory_alloc=_num(n, "alloc_memory"),
         features=frozenset(_words(n, "active_features") or _words(n, "features")),
         partitions=_words(n, "partitions"),
     )
@@ -469,7 +470,8 @@ def _scontrol_fields(line: str) -> ParsedJob:
         num_gpus = sum(a.count for a in alloc.values())
     mem = f.get("MinMemoryNode") or ""
     mem_cpu = f.get("MinMemoryCPU") or ""
-    memory_mb = parse_mem_mb(mem) if mem else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0
+    memory_mb = (parse_mem_mb(mem) * num_nodes if mem
+                 else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0)
     return ParsedJob(
         job_id=int(f["JobId"]),
         name=f.get("JobName", ""),

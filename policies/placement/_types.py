@@ -15,7 +15,7 @@ job in each policy's own node preference. Simulated jobs carry no such hint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from blox_slurm.abstractions import FreeGpus
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
@@ -30,39 +30,44 @@ NodeKey = Callable[[int, tuple[GpuId, ...]], object]
 def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus) -> FreeGpus:
     """``free`` restricted to the nodes the job can use: of its required GPU type (compared
     case-insensitively: Slurm gres names are lower case, node types may not be), and with its
-    per-node CPUs free where the world counts CPUs (:func:`cpus_per_node`); ``free`` itself
-    when nothing narrows it. The result is a read-only view for placement."""
+    per-node CPUs and memory free where the world counts them (:func:`per_node_needs`);
+    ``free`` itself when nothing narrows it. The result is a read-only view for placement."""
     want = job.hint(HINT)
-    cpus_free = snapshot.cpus_free
-    if not want and cpus_free is None:
+    needs = per_node_needs(snapshot, job)
+    if not want and not needs:
         return free
     keep = None
     if want:
         want = want.casefold()
         keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() == want}
-    need = cpus_per_node(job) if cpus_free is not None else 0
     # A node with more free GPUs than the world reported got a victim's GPUs back in this
-    # round (a preemption trial): the victim's CPUs come back with them.
+    # round (a preemption trial): the victim's CPUs and memory come back with them.
     given_back = snapshot.free.by_node if snapshot.free is not None else {}
     by_node = {name: gpus for name, gpus in free.by_node.items()
                if (keep is None or name in keep)
-               and (cpus_free is None or cpus_free.get(name, need) >= need
+               and (all(have.get(name, need) >= need for have, need in needs)
                     or len(gpus) > len(given_back.get(name, gpus)))}
     if len(by_node) == len(free.by_node):
         return free  # nothing narrowed: no copy (this runs in every preemption trial)
     return FreeGpus(by_node, snapshot.gpus)
 
 
-def cpus_per_node(job: Job) -> int:
-    """The CPUs a job needs on each node it gets: its CPUs split over its bound node count,
-    else at least one (a spread job's share per node is Slurm's choice). Nodes are only
-    checked against what is free when the round starts: two jobs placed in one round may
-    still overbook a node's CPUs, and the second then waits until the controller's start
-    timeout hands its GPUs on (``blox_slurm/start_watch.py``)."""
-    if job.cpus <= 0:
-        return 0
+def per_node_needs(snapshot: ClusterSnapshot, job: Job
+                   ) -> list[tuple[Mapping[str, int], int]]:
+    """(free per node, what the job needs on each node it gets) for every resource the world
+    counts and the job asks for: CPUs and memory split evenly over its bound node count.
+    A job that may spread needs at least one CPU per node and an unknown share of its
+    memory (Slurm's choice), so memory is not checked for it. Nodes are only checked against
+    what is free when the round starts: two jobs placed in one round may still overbook a
+    node, and the second then waits until the controller's start timeout hands its GPUs on
+    (``blox_slurm/start_watch.py``)."""
     nodes = required_nodes(job)
-    return 1 if nodes is None else -(-job.cpus // nodes)  # ceiling division
+    out = []
+    if snapshot.cpus_free is not None and job.cpus > 0:
+        out.append((snapshot.cpus_free, 1 if nodes is None else -(-job.cpus // nodes)))
+    if snapshot.memory_free is not None and job.memory_mb > 0 and nodes is not None:
+        out.append((snapshot.memory_free, -(-job.memory_mb // nodes)))
+    return out
 
 
 def required_nodes(job: Job) -> int | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from _wait import wait_for
-from test_unrunnable_live import fifo, jobs, rounds, submit
+from test_unrunnable_live import fifo, jobs, rounds, runs, submit
 
 from blox_slurm.demo_world import ManagedWorld
 
@@ -22,13 +22,13 @@ def test_item16_a_job_id_reused_after_slurmctld_lost_its_state_is_a_new_job(
     world.emu.restart_controller(lose_state=True)  # ids start at 1: the next job gets it
     ctl = fifo(world, tmp_path)
     old = submit(world, "--gres=gpu:2", user="nobody")
-    wait_for(lambda: jobs(world)[old].active, 60, "the first job to run",
+    wait_for(lambda: runs(world, old), 60, "the first job to run",
              step=lambda: rounds(ctl))
     ran_since = time.time()
     wait_for(lambda: time.time() > ran_since + 2, 10, "the first job to run a while",
              step=lambda: rounds(ctl))
     world.client().cancel([old])
-    wait_for(lambda: old not in jobs(world) or not jobs(world)[old].queued, 30,
+    wait_for(lambda: not getattr(jobs(world).get(old), "queued", False), 30,
              "the first job to end", step=lambda: rounds(ctl))
     rounds(ctl)
     assert (ctl.store.job(old) or {}).get("attained_base", 0) > 0
@@ -36,7 +36,7 @@ def test_item16_a_job_id_reused_after_slurmctld_lost_its_state_is_a_new_job(
     world.emu.restart_controller(lose_state=True)  # a lost disk: the queue and the counter
     new = submit(world, "--gres=gpu:1", user="daemon")
     assert new == old  # the premise: Slurm gave the new job the old job's id
-    wait_for(lambda: jobs(world)[new].active, 60, "the new job to run",
+    wait_for(lambda: runs(world, new), 60, "the new job to run",
              step=lambda: rounds(ctl))
     row = ctl.store.job(new) or {}
     assert (row["user"], row["preemptions"]) == ("daemon", 0), row
