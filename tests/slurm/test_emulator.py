@@ -156,7 +156,7 @@ def test_job_submit_lua_is_installed_and_enforced(tmp_path: Path) -> None:
 
 
 @pytest.mark.slurm
-def test_munge_auth(tmp_path: Path) -> None:
+def test_item17_munge_auth_lets_ordinary_users_submit(tmp_path: Path) -> None:
     """Root and an ordinary user submit (red team item 17: the munge directory was 0700, so
     every non-root sbatch failed with "Failed to access munge.socket: Permission denied")."""
     tmp_path.chmod(0o755)  # pytest's own parents are 0700: the run dir must be reachable

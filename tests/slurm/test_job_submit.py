@@ -219,15 +219,19 @@ def test_user_cannot_move_a_job_into_a_managed_partition(c: Cluster) -> None:
 
 
 @pytest.mark.parametrize(("update", "field"), [
-    ("Requeue=0", "requeue"),  # red team F3: an unpreemptible job keeps its GPUs
-    ("Partition=plain", "partition"),  # F10: held for ever where nothing schedules it
-    ("Partition=blox,plain", "partition"),
-    ("ExcNodeList=node1", "exc_nodes"),  # F5: the placement is the scheduler's
-    ("ReqNodeList=node2", "req_nodes"),
-    ("NumNodes=2", "min_nodes"),
-    ("TresPerNode=gres/gpu:2", "tres_per_node"),  # F5: a 1-GPU grant ran with 4 GPUs
+    # red team item 4: an unpreemptible job kept its GPUs, requeuehold failed every round
+    pytest.param("Requeue=0", "requeue", id="item4-requeue"),
+    # item 11: moved to an unmanaged partition, held there for ever
+    pytest.param("Partition=plain", "partition", id="item11-partition"),
+    pytest.param("Partition=blox,plain", "partition", id="item11-partition-list"),
+    # item 6: in the release window (or held) a 1-GPU grant ran with 4 GPUs elsewhere
+    pytest.param("ExcNodeList=node1", "exc_nodes", id="item6-exc-nodes"),
+    pytest.param("ReqNodeList=node2", "req_nodes", id="item6-req-nodes"),
+    pytest.param("NumNodes=2", "min_nodes", id="item6-num-nodes"),
+    pytest.param("TresPerNode=gres/gpu:2", "tres_per_node", id="item6-gpus"),
 ])
-def test_owner_cannot_undo_the_schedulers_decisions(c: Cluster, update: str, field: str) -> None:
+def test_items_4_6_11_owner_cannot_undo_the_schedulers_decisions(c: Cluster, update: str,
+                                                                 field: str) -> None:
     """Held or released (the window between release and start), a managed job's owner cannot
     change what the policy decided or relies on; root (the controller) still can."""
     needs_root()
@@ -256,12 +260,15 @@ def test_owner_may_still_change_what_the_scheduler_does_not_decide(c: Cluster) -
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    (("--gres=none",), "this partition runs GPU jobs"),  # red team item 10: held for ever
-    (("--gres=gpu:0",), "this partition runs GPU jobs"),
-    (("-N", "1-3", "--gres=gpu:1"), "give a fixed node count (-N 1)"),  # item 7: 1 GPU -> 3
+    # red team item 10: a GPU-less job was held for ever
+    pytest.param(("--gres=none",), "this partition runs GPU jobs", id="item10-no-gpus"),
+    pytest.param(("--gres=gpu:0",), "this partition runs GPU jobs", id="item10-gpu-0"),
+    # item 7: a 1-GPU grant became 3 GPUs on 3 nodes
+    pytest.param(("-N", "1-3", "--gres=gpu:1"), "give a fixed node count (-N 1)",
+                 id="item7-node-range"),
 ])
-def test_submissions_the_scheduler_cannot_honour_are_refused(c: Cluster, options: tuple[str, ...],
-                                                             message: str) -> None:
+def test_items_7_10_submissions_the_scheduler_cannot_honour_are_refused(
+        c: Cluster, options: tuple[str, ...], message: str) -> None:
     needs_root()
     out = c.sbatch("--partition=blox", *options, user=USER)
     assert out.returncode != 0 and message in out.stderr, (out.returncode, out.stderr)
@@ -271,7 +278,7 @@ def test_submissions_the_scheduler_cannot_honour_are_refused(c: Cluster, options
 
 
 @pytest.mark.parametrize("partitions", [("blox", "plain"), ("plain", "blox"), ("blox", "blox")])
-def test_heterogeneous_jobs_touching_a_managed_partition_are_refused(
+def test_item9_heterogeneous_jobs_touching_a_managed_partition_are_refused(
         c: Cluster, partitions: tuple[str, str]) -> None:
     """Red team item 9: a het job's components were never started (pinning fails for them)
     and one could mix a managed and an unmanaged partition."""
@@ -287,7 +294,7 @@ def test_heterogeneous_jobs_touching_a_managed_partition_are_refused(
         out.returncode, out.stderr)
 
 
-def test_an_arrays_split_tasks_stay_marked_held_and_guarded(c: Cluster) -> None:
+def test_item5_an_arrays_split_tasks_stay_marked_held_and_guarded(c: Cluster) -> None:
     """Red team item 5: arrays were refused (a release of the array started every task).
     The plugin now marks and holds an array as one job; the tasks the controller splits off
     (``scontrol hold A_[..]``) get their own ids and keep the mark, the hold and the guards."""
