@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.scheduling.gavel import Objective, allocate
+from blox_slurm.policies.scheduling.gavel import Objective, allocate
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 TYPES = ("v100", "p100", "k80")

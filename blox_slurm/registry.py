@@ -83,9 +83,9 @@ def _load_builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    import policies
+    import blox_slurm.policies as policies
 
-    for info in pkgutil.walk_packages(policies.__path__, prefix="policies."):
+    for info in pkgutil.walk_packages(policies.__path__, prefix="blox_slurm.policies."):
         importlib.import_module(info.name)
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:

@@ -10,15 +10,15 @@ import pytest
 
 from blox_slurm import composition, registry
 from blox_slurm.composition import CompositionError, build, load
+from blox_slurm.policies.admission.accept_all import AcceptAll
+from blox_slurm.policies.admission.load_based import LoadBased
+from blox_slurm.policies.cluster.static import Static
+from blox_slurm.policies.placement.consolidated import Consolidated
+from blox_slurm.policies.placement.first_fit import FirstFit
+from blox_slurm.policies.preemption.priority import PriorityPreemption
+from blox_slurm.policies.scheduling.fifo import Fifo
+from blox_slurm.policies.scheduling.tiresias import Tiresias
 from blox_slurm.registry import PolicyError
-from policies.admission.accept_all import AcceptAll
-from policies.admission.load_based import LoadBased
-from policies.cluster.static import Static
-from policies.placement.consolidated import Consolidated
-from policies.placement.first_fit import FirstFit
-from policies.preemption.priority import PriorityPreemption
-from policies.scheduling.fifo import Fifo
-from policies.scheduling.tiresias import Tiresias
 
 
 def write(tmp_path: Path, text: str, name: str = "comp.toml") -> Path:

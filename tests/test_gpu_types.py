@@ -7,12 +7,12 @@ from _core_helpers import comp, free_of, pending, running, snapshot, started
 
 from blox_slurm.abstractions import Schedule
 from blox_slurm.model import build_cluster
+from blox_slurm.policies.placement._types import allowed
+from blox_slurm.policies.placement.consolidated import Consolidated
+from blox_slurm.policies.placement.first_fit import FirstFit
+from blox_slurm.policies.placement.scattered import Scattered
 from blox_slurm.registry import register
 from blox_slurm.round import decide
-from policies.placement._types import allowed
-from policies.placement.consolidated import Consolidated
-from policies.placement.first_fit import FirstFit
-from policies.placement.scattered import Scattered
 
 # node1, node2: k80 GPUs 0-3, 4-7; node3: V100 GPUs 8-11 (upper case on purpose)
 SHAPE = build_cluster([("k80", 2, 4), ("V100", 1, 4)])

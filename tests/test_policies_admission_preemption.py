@@ -7,9 +7,9 @@ from _core_helpers import cluster, comp, pending, running, snapshot, started
 
 from blox_slurm.composition import CompositionError
 from blox_slurm.model import NodeState
+from blox_slurm.policies.admission.accept_all import AcceptAll
+from blox_slurm.policies.admission.load_based import LoadBased
 from blox_slurm.round import decide
-from policies.admission.accept_all import AcceptAll
-from policies.admission.load_based import LoadBased
 
 
 def load_based(k: float) -> LoadBased:

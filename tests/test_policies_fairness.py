@@ -9,15 +9,15 @@ import pytest
 from _core_helpers import cluster, comp, pending, running, snapshot, started
 
 from blox_slurm.composition import CompositionError
+from blox_slurm.policies.scheduling.fair_share import FairShare
+from blox_slurm.policies.scheduling.las import Las
+from blox_slurm.policies.scheduling.themis import Themis, finish_time_fairness
 from blox_slurm.registry import PolicyError
 from blox_slurm.round import decide
 from blox_slurm.sim import simulator as simulator_module
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import DecayedUsage, Simulator
 from blox_slurm.workloads.schema import JobSpec, Workload
-from policies.scheduling.fair_share import FairShare
-from policies.scheduling.las import Las
-from policies.scheduling.themis import Themis, finish_time_fairness
 
 
 def ids(schedule) -> list[int]:

@@ -14,13 +14,13 @@ from blox_slurm import transitions
 from blox_slurm.abstractions import FreeGpus
 from blox_slurm.composition import Composition, build, load
 from blox_slurm.model import build_cluster
+from blox_slurm.policies.scheduling.gavel import Gavel, allocate, equal_share, priority, usable_gpus
 from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.simulator import Simulator
 from blox_slurm.throughput import ParametricThroughput
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
-from policies.scheduling.gavel import Gavel, allocate, equal_share, priority, usable_gpus
 
 CAP11 = np.array([1.0, 1.0])  # types (v100, k80): one GPU each
 ONE = np.array([1.0, 1.0])  # two 1-GPU jobs

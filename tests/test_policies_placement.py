@@ -7,11 +7,11 @@ import pytest
 from _core_helpers import cluster, comp, free_of, pending, running, snapshot, started
 
 from blox_slurm.model import NodeState
+from blox_slurm.policies.placement.consolidated import Consolidated
+from blox_slurm.policies.placement.first_fit import FirstFit
+from blox_slurm.policies.placement.scattered import Scattered
+from blox_slurm.policies.placement.synergy import Synergy
 from blox_slurm.round import decide
-from policies.placement.consolidated import Consolidated
-from policies.placement.first_fit import FirstFit
-from policies.placement.scattered import Scattered
-from policies.placement.synergy import Synergy
 
 
 def choose(policy, shape, busy: dict[int, list[int]], want: int, states=None, hints=()):

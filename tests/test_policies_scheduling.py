@@ -7,13 +7,13 @@ from _core_helpers import apply, cluster, comp, pending, running, snapshot, star
 
 from blox_slurm.composition import CompositionError
 from blox_slurm.model import NodeState
+from blox_slurm.policies.scheduling.fifo import Fifo
+from blox_slurm.policies.scheduling.las import Las
+from blox_slurm.policies.scheduling.optimus import Optimus
+from blox_slurm.policies.scheduling.srtf import Srtf
+from blox_slurm.policies.scheduling.tiresias import Tiresias
 from blox_slurm.round import decide
 from blox_slurm.throughput import ParametricThroughput
-from policies.scheduling.fifo import Fifo
-from policies.scheduling.las import Las
-from policies.scheduling.optimus import Optimus
-from policies.scheduling.srtf import Srtf
-from policies.scheduling.tiresias import Tiresias
 
 
 def ids(schedule) -> list[int]:

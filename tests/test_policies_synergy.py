@@ -8,8 +8,8 @@ from _core_helpers import apply, cluster, free_of, pending, running, snapshot, s
 
 from blox_slurm import composition
 from blox_slurm.model import Gpu, Node
+from blox_slurm.policies.placement.synergy import Synergy
 from blox_slurm.round import decide
-from policies.placement.synergy import Synergy
 
 TUNE = Synergy(Synergy.Params(mode="tune"))
 PROPORTIONAL = Synergy(Synergy.Params(mode="proportional"))

@@ -10,6 +10,7 @@ from _core_helpers import cluster, comp, workload
 
 from blox_slurm import composition
 from blox_slurm.model import build_cluster
+from blox_slurm.policies.scheduling.fifo import Fifo
 from blox_slurm.registry import register
 from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import ClusterSpec, SimConfig
@@ -17,7 +18,6 @@ from blox_slurm.sim.simulator import SimulationError, Simulator
 from blox_slurm.throughput import ParametricThroughput
 from blox_slurm.workloads import generate
 from blox_slurm.workloads.schema import JobSpec, Workload
-from policies.scheduling.fifo import Fifo
 
 
 @register("placement", "test-always-gpu0")

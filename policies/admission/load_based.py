@@ -5,8 +5,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.model import ClusterSnapshot, Job
+from blox_slurm.policies.scheduling.fifo import arrival_key
 from blox_slurm.registry import register
-from policies.scheduling.fifo import arrival_key
 
 
 @register("admission", "load_based")

@@ -1,0 +1,68 @@
+"""What ``pip install .`` puts in site-packages, and which layer may import which.
+
+The repository keeps the layout it was specified with (a top-level ``policies/`` folder), but
+installs it as ``blox_slurm.policies`` (``blox_slurm/policies`` is a symlink to it): a
+distribution shipping a top-level package named ``policies`` would clash with any other that
+has one.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What a policy may import from the package: the model and the abstractions it implements,
+#: the registry it registers in, and its own package. Never a world (simulator, Slurm,
+#: controller), so the same policy object runs unchanged in all of them.
+POLICY_MAY_IMPORT = ("blox_slurm.model", "blox_slurm.abstractions", "blox_slurm.registry",
+                     "blox_slurm.throughput", "blox_slurm.policies")
+
+
+def test_the_wheel_installs_one_top_level_package_with_the_policies_inside(
+        tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                          str(tmp_path), str(ROOT)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("blox_slurm-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert "policies" not in tops and "blox_slurm" in tops
+    assert all(t == "blox_slurm" or t.endswith(".dist-info") for t in tops), tops
+    policies = {p.relative_to(ROOT / "policies").as_posix()
+                for p in (ROOT / "policies").rglob("*.py")}
+    assert {f"blox_slurm/policies/{p}" for p in policies} <= set(names)
+    assert "blox_slurm/data/job_submit.lua" in names
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The absolute ``blox_slurm`` modules a file imports (relative imports resolved)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[:len(parts) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            if module == "blox_slurm":  # `from blox_slurm import registry`: that module
+                out.update(f"{module}.{a.name}" for a in node.names)
+            else:
+                out.add(module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m.startswith("blox_slurm")}
+
+
+def test_policies_import_only_the_core() -> None:
+    offenders = {}
+    for path in (ROOT / "policies").rglob("*.py"):
+        rel = path.relative_to(ROOT / "policies").with_suffix("")
+        parts = ["blox_slurm", "policies", *rel.parts]
+        package = ".".join(parts if rel.name == "__init__" else parts[:-1])
+        bad = {m for m in _imports(path, package)
+               if not m.startswith(POLICY_MAY_IMPORT)}
+        if bad:
+            offenders[str(rel)] = sorted(bad)
+    assert offenders == {}
