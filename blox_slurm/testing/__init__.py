@@ -1,0 +1,1 @@
+"""Test doubles that are real code paths for the controller: an in-memory Slurm."""

@@ -1,0 +1,303 @@
+"""An in-memory :class:`~blox_slurm.slurm.client.SlurmClient`: the controller's logic in
+milliseconds, without slurmctld.
+
+It models what the controller relies on, the way the live suites found Slurm 22.05 to 26.05
+behave, and nothing else:
+
+* jobs are submitted held and marked, as the job-submit plugin does while the heartbeat is
+  fresh (``failopen=True`` submits them unheld, marked ``,failopen``);
+* a held job never starts; a released one starts at the next :meth:`FakeSlurm.schedule` if
+  its GPUs (per job, or per node on exactly its node count), CPUs and memory fit on the nodes
+  it is pinned to (``ReqNodeList``) or else any node of its partition, in priority order, no
+  backfill; a pin to a full node leaves it waiting (``Resources``);
+* ``requeuehold`` stops a running job: pending, held, ``Restarts`` + 1, a new ``SubmitTime``,
+  and (as Slurm's requeue delay) not eligible for 120 s unless ``StartTime=now`` is set;
+* a job needs ``runtime`` seconds of running in all, then completes and stays listed as
+  ended; a preempted run keeps its progress (jobs checkpoint, as the emulator's fake
+  training job does on SIGTERM);
+* every verb on a job that is gone, or ``requeuehold`` of a pending one, is a
+  :class:`SlurmError` naming the job, as Slurm's batched verbs do.
+
+Not modelled: arrays (no unsplit records), dependencies, reservations, QOS limits, node
+failures other than draining. The live suites keep everything that needs a real Slurm.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from ..slurm.client import GresAlloc, JobUpdate, NodeAction, SlurmError, SlurmJob, SlurmNode
+from ..slurm.parse import ParsedJob
+
+REQUEUE_DELAY = 120.0
+MARK = "blox:managed"
+
+
+@dataclass
+class FakeNode:
+    name: str
+    gpus: int
+    cpus: int = 8
+    memory_mb: int = 32768
+    partitions: tuple[str, ...] = ("blox",)
+    drained: bool = False
+    used: set[int] = field(default_factory=set)  # GPU indices taken
+    cpus_used: int = 0
+    memory_used: int = 0
+
+
+@dataclass
+class FakeJob:
+    job: ParsedJob  # what Slurm shows
+    runtime: float  # seconds of running it needs in all
+    begin: float = 0.0  # eligible from (requeue delay, --begin)
+    done: float = 0.0  # seconds run in earlier runs
+
+
+class FakeSlurm:
+    """``nodes`` groups as ``(count, gpus_per_node)``; ``now`` is the fake's clock, which only
+    :meth:`advance` moves (give the controller ``clock=lambda: fake.now``)."""
+
+    name = "fake"
+
+    def __init__(self, nodes: Iterable[tuple[int, int]] = ((4, 4),), now: float = 1e6) -> None:
+        self.now = now
+        self.calls = 0
+        self.nodes: dict[str, FakeNode] = {}
+        for count, gpus in nodes:
+            for _ in range(count):
+                name = f"node{len(self.nodes) + 1}"
+                self.nodes[name] = FakeNode(name, gpus)
+        self.jobs: dict[int, FakeJob] = {}
+        self._ids = itertools.count(1)
+        self.starts: list[tuple[int, tuple[str, ...]]] = []  # (job, nodes) in start order
+
+    # ------------------------------------------------------------------ the world's side
+
+    def submit_job(self, gpus: int, runtime: float, *, user: str = "alice",
+                   partition: str = "blox", gpus_per_node: bool = False, nodes: int = 1,
+                   cpus: int = 1, memory_mb: int = 0, failopen: bool = False) -> int:
+        """A job as ``sbatch`` and the plugin leave it; ``gpus_per_node`` asks ``gpus`` on
+        each of ``nodes`` nodes (``--gres=gpu:N -N k``), else ``gpus`` in all (``--gpus``)."""
+        job_id = next(self._ids)
+        total = gpus * nodes if gpus_per_node else gpus
+        job = ParsedJob(
+            job_id=job_id, name=f"job{job_id}", user=user, account="", partition=partition,
+            state="PENDING", reason="None" if failopen else "JobHeldUser",
+            priority=1 if failopen else 0, num_gpus=total, num_nodes=nodes, cpus=cpus,
+            memory_mb=memory_mb, submit_time=self.now, eligible_time=self.now,
+            admin_comment=MARK + (",failopen" if failopen else ""),
+            gpu_nodes=nodes if gpus_per_node else 0)
+        self.jobs[job_id] = FakeJob(job, runtime, self.now)
+        return job_id
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock: runs that are done complete, then Slurm schedules."""
+        self.now += seconds
+        for fj in self.jobs.values():
+            j = fj.job
+            if j.state == "RUNNING" and fj.done + self.now - (j.start_time or 0) >= fj.runtime:
+                self._free(j)
+                fj.job = replace(j, state="COMPLETED", end_time=self.now, reason="None")
+        self.schedule()
+
+    def schedule(self) -> None:
+        """Start every eligible released job that fits, by priority then id."""
+        waiting = sorted((fj for fj in self.jobs.values() if self._eligible(fj)),
+                         key=lambda fj: (-fj.job.priority, fj.job.job_id))
+        for fj in waiting:
+            placed = self._fit(fj.job)
+            if placed is None:
+                fj.job = replace(fj.job, reason="Resources")
+                continue
+            self._take(fj, placed)
+
+    def check(self) -> None:
+        """The invariants Slurm keeps: no GPU, CPU or memory given twice or past a node."""
+        for n in self.nodes.values():
+            holders = [j.job for j in self.jobs.values() if j.job.state == "RUNNING"
+                       and n.name in j.job.gpu_alloc]
+            indices = [i for j in holders for i in j.gpu_alloc[n.name].indices]
+            assert len(indices) == len(set(indices)) == len(n.used) <= n.gpus, (n, holders)
+            assert 0 <= n.cpus_used <= n.cpus and 0 <= n.memory_used <= n.memory_mb, n
+
+    # ------------------------------------------------------------------ SlurmClient
+
+    def version(self) -> str:
+        return "fake"
+
+    def ping(self) -> bool:
+        return True
+
+    def list_jobs(self, partitions: Collection[str] | None = None, *,
+                  finished: bool = False) -> list[SlurmJob]:
+        self.calls += 1
+        return [fj.job for fj in self.jobs.values()
+                if (partitions is None or fj.job.partition in partitions)
+                and (finished or fj.job.queued)]
+
+    def get_job(self, job_id: int) -> SlurmJob | None:
+        self.calls += 1
+        fj = self.jobs.get(job_id)
+        return fj.job if fj is not None else None
+
+    def list_nodes(self) -> list[SlurmNode]:
+        self.calls += 1
+        return [self._node(n) for n in self.nodes.values()]
+
+    def hold(self, ids: Sequence[int]) -> None:
+        self._each(ids, "hold", lambda fj: self._set(fj, priority=0, reason="JobHeldAdmin"),
+                   pending=True)
+
+    def release(self, ids: Sequence[int]) -> None:
+        self._each(ids, "release", lambda fj: self._set(fj, priority=1, reason="None"),
+                   pending=True)
+
+    def requeue(self, ids: Sequence[int]) -> None:
+        self._each(ids, "requeue", lambda fj: self._requeue(fj, held=False), running=True)
+
+    def requeue_hold(self, ids: Sequence[int]) -> None:
+        self._each(ids, "requeuehold", lambda fj: self._requeue(fj, held=True), running=True)
+
+    def update_jobs(self, ids: Sequence[int], update: JobUpdate) -> None:
+        def apply(fj: FakeJob) -> None:
+            if update.req_nodes is not None:
+                fj.job = replace(fj.job, req_nodes=update.req_nodes)
+            if update.exc_nodes is not None:
+                fj.job = replace(fj.job, exc_nodes=update.exc_nodes)
+            if update.priority is not None:
+                fj.job = replace(fj.job, priority=update.priority)
+            if update.start_now:
+                fj.begin = self.now
+        self._each(ids, "update", apply, pending=True)
+
+    def signal(self, ids: Sequence[int], signal: str) -> None:
+        self._each(ids, f"signal {signal}", lambda fj: None, running=True)
+
+    def cancel(self, ids: Sequence[int]) -> None:
+        def end(fj: FakeJob) -> None:
+            self._free(fj.job)
+            fj.job = replace(fj.job, state="CANCELLED", end_time=self.now)
+        self._each(ids, "cancel", end)
+
+    def update_nodes(self, names: Sequence[str], action: NodeAction, reason: str = "") -> None:
+        self.calls += 1
+        for name in names:
+            self.nodes[name].drained = action == "drain"
+
+    def split_array(self, array_job_id: int, tasks: Sequence[int]) -> None:
+        raise SlurmError(f"the fake has no job arrays (array {array_job_id})")
+
+    def submit(self, argv: Sequence[str], script: str | None = None,
+               as_user: str | None = None) -> int:
+        raise SlurmError("the fake takes jobs through submit_job(), not sbatch options")
+
+    # ------------------------------------------------------------------ internals
+
+    def _each(self, ids: Sequence[int], verb: str, act: Callable[[FakeJob], None], *,
+              pending: bool = False,
+              running: bool = False) -> None:
+        """One batched verb: acts on every job it can, then names the ones it could not."""
+        if not ids:
+            raise ValueError("no job ids given")
+        self.calls += 1
+        failed = []
+        for job_id in ids:
+            fj = self.jobs.get(job_id)
+            if fj is None or not fj.job.queued:
+                failed.append((job_id, "Invalid job id specified"))
+            elif pending and not fj.job.pending:
+                failed.append((job_id, "Job is no longer pending execution"))
+            elif running and not fj.job.active:
+                failed.append((job_id, "Job is pending execution"))
+            else:
+                act(fj)
+        if failed:
+            text = "\n".join(f"{why} for job {job_id}" for job_id, why in failed)
+            raise SlurmError(f"scontrol {verb} failed: {text}", ("scontrol", verb), 1, text,
+                             tuple(job_id for job_id, _ in failed))
+
+    def _set(self, fj: FakeJob, **fields: object) -> None:
+        fj.job = replace(fj.job, **fields)  # type: ignore[arg-type]
+
+    def _requeue(self, fj: FakeJob, held: bool) -> None:
+        self._free(fj.job)
+        fj.done += self.now - (fj.job.start_time or self.now)
+        fj.begin = self.now + REQUEUE_DELAY
+        fj.job = replace(fj.job, state="PENDING", priority=0 if held else 1,
+                         reason="JobHeldAdmin" if held else "BeginTime",
+                         restart_cnt=fj.job.restart_cnt + 1, submit_time=self.now,
+                         start_time=None, nodes=(), gpu_alloc=MappingProxyType({}))
+
+    def _eligible(self, fj: FakeJob) -> bool:
+        j = fj.job
+        return j.state == "PENDING" and j.priority > 0 and fj.begin <= self.now
+
+    def _fit(self, j: ParsedJob) -> dict[str, list[int]] | None:
+        """GPU indices per node for ``j``, or None: per node on exactly ``gpu_nodes`` nodes,
+        else its total over the candidate nodes in order (all it is pinned to, if pinned);
+        then each node must hold its even share of the job's CPUs and memory."""
+        names = j.req_nodes or tuple(n for n, node in self.nodes.items()
+                                     if j.partition in node.partitions)
+        nodes = [self.nodes[n] for n in names if n in self.nodes and n not in j.exc_nodes]
+        per_node = j.num_gpus // j.gpu_nodes if j.gpu_nodes else 0
+        out: dict[str, list[int]] = {}
+        left = j.num_gpus
+        for n in nodes:
+            free = [i for i in range(n.gpus) if i not in n.used]
+            want = per_node or min(left, len(free))
+            if n.drained or want == 0 or len(free) < want:
+                if j.req_nodes:
+                    return None  # pinned: every node it names must hold its share
+                continue
+            out[n.name] = free[:want]
+            left -= want
+            if (per_node and len(out) == j.gpu_nodes) or (not per_node and left == 0):
+                return out if self._room(j, out) else None
+        return None
+
+    def _room(self, j: ParsedJob, placed: dict[str, list[int]]) -> bool:
+        cpus, memory = _share(j, len(placed))
+        return all(self.nodes[n].cpus - self.nodes[n].cpus_used >= cpus
+                   and self.nodes[n].memory_mb - self.nodes[n].memory_used >= memory
+                   for n in placed)
+
+    def _take(self, fj: FakeJob, placed: dict[str, list[int]]) -> None:
+        j = fj.job
+        cpus, memory = _share(j, len(placed))
+        for name, indices in placed.items():
+            node = self.nodes[name]
+            node.used.update(indices)
+            node.cpus_used += cpus
+            node.memory_used += memory
+        alloc = {name: GresAlloc("gpu", len(ix), tuple(ix)) for name, ix in placed.items()}
+        fj.job = replace(j, state="RUNNING", reason="None", start_time=self.now,
+                         nodes=tuple(placed), gpu_alloc=MappingProxyType(alloc))
+        self.starts.append((j.job_id, tuple(placed)))
+
+    def _free(self, j: ParsedJob) -> None:
+        if j.state != "RUNNING":
+            return
+        cpus, memory = _share(j, len(j.gpu_alloc))
+        for name, alloc in j.gpu_alloc.items():
+            node = self.nodes[name]
+            node.used.difference_update(alloc.indices)
+            node.cpus_used -= cpus
+            node.memory_used -= memory
+
+    def _node(self, n: FakeNode) -> SlurmNode:
+        state = "idle" if not n.used else "allocated" if len(n.used) == n.gpus else "mixed"
+        return SlurmNode(
+            name=n.name, state=state, flags=frozenset({"DRAIN"}) if n.drained else frozenset(),
+            gpus_total=n.gpus, gpus_used=len(n.used), gpu_type="gpu",
+            gpus_used_indices=tuple(sorted(n.used)), cpus=n.cpus, cpus_alloc=n.cpus_used,
+            memory_mb=n.memory_mb, memory_alloc=n.memory_used, partitions=n.partitions)
+
+
+def _share(j: ParsedJob, nodes: int) -> tuple[int, int]:
+    """The CPUs and memory a job holds on each of its ``nodes`` nodes (an even split)."""
+    nodes = max(1, nodes)
+    return -(-j.cpus // nodes), -(-j.memory_mb // nodes)

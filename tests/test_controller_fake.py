@@ -1,0 +1,104 @@
+"""The controller's whole round (observe, decide, plan, apply, record) against the in-memory
+Slurm (:mod:`blox_slurm.testing.fake_slurm`), in milliseconds: what must hold for any
+workload and composition. The live suites run the same controller on a real slurmctld."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from blox_slurm.composition import load
+from blox_slurm.controller import Controller
+from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.store import Store
+from blox_slurm.testing.fake_slurm import FakeSlurm
+
+ROUND = 30.0
+
+
+def controller(fake: FakeSlurm, tmp: Path, composition: str) -> Controller:
+    cfg = ControllerConfig(store=str(tmp / "state.db"), heartbeat=str(tmp / "heartbeat"),
+                           plugin_config="", round_seconds=ROUND)
+    return Controller(cfg, load(composition), fake, Store(cfg.store), clock=lambda: fake.now)
+
+
+def run_to_the_end(fake: FakeSlurm, ctl: Controller, max_rounds: int = 400) -> int:
+    """Rounds until every job has ended; Slurm's invariants checked after every step."""
+    for n in range(max_rounds):
+        report = ctl.round()
+        assert report.error == "", report.error
+        assert report.decisions is not None
+        handed_out = [g for s in report.decisions.start for g in s.gpus]
+        assert len(handed_out) == len(set(handed_out)), report.decisions.start
+        fake.check()
+        if not any(fj.job.queued for fj in fake.jobs.values()):
+            return n
+        fake.advance(ROUND)
+        fake.check()
+    raise AssertionError(f"jobs left after {max_rounds} rounds: "
+                         f"{[fj.job for fj in fake.jobs.values() if fj.job.queued]}")
+
+
+def actions(ctl: Controller, verb: str) -> list[int]:
+    return [i for r in ctl.store.db.query("SELECT ids FROM actions WHERE verb = ? AND ok = 1",
+                                         [verb]) for i in json.loads(r["ids"])]
+
+
+def test_every_start_follows_a_release_and_every_run_is_accounted(tmp_path: Path) -> None:
+    """FIFO with backfill: a small job backfilled ahead of a 4-GPU one is preempted when the
+    big one's turn comes, and restarts. Slurm started nothing the controller did not
+    release; the store counts exactly the runs Slurm made."""
+    fake = FakeSlurm([(4, 4)])
+    ids = [fake.submit_job(g, runtime=60.0 * (1 + i % 5), user=f"u{i % 3}")
+           for i, g in enumerate([4, 1, 2, 3, 1, 4, 2, 2, 1, 3, 4, 1])]
+    ctl = controller(fake, tmp_path, "fifo")
+    run_to_the_end(fake, ctl)
+    assert all(fake.jobs[j].job.state == "COMPLETED" for j in ids)
+    starts = Counter(j for j, _ in fake.starts)
+    released = Counter(actions(ctl, "release"))
+    for j in ids:
+        restarts = fake.jobs[j].job.restart_cnt
+        assert starts[j] == restarts + 1 <= released[j], (j, starts[j], released[j])
+        assert (ctl.store.job(j) or {})["preemptions"] == restarts
+    assert sum(starts.values()) > len(ids)  # the backfilled job was preempted once
+    assert list(ctl.store.db.query("SELECT * FROM actions WHERE ok = 0")) == []
+    assert all(row["state"] == "done" for row in ctl.store.jobs(active_only=False))
+
+
+def test_tiresias_preempts_and_every_preempted_job_comes_back(tmp_path: Path) -> None:
+    """A 16-GPU job runs past Tiresias's first threshold; the small jobs after it preempt it
+    (requeuehold), and it restarts (StartTime=now lifts the requeue delay) and completes."""
+    fake = FakeSlurm([(4, 4)])
+    big = fake.submit_job(4, runtime=3000.0, gpus_per_node=True, nodes=4)
+    ctl = controller(fake, tmp_path, "tiresias")
+    for _ in range(4):
+        ctl.round()
+        fake.advance(ROUND)
+    small = [fake.submit_job(1, runtime=120.0, user="bob") for _ in range(6)]
+    run_to_the_end(fake, ctl)
+    assert big in actions(ctl, "requeuehold")
+    assert fake.jobs[big].job.restart_cnt >= 1 and fake.jobs[big].job.state == "COMPLETED"
+    assert all(fake.jobs[j].job.state == "COMPLETED" for j in small)
+    assert (ctl.store.job(big) or {})["preemptions"] == fake.jobs[big].job.restart_cnt
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 10)), min_size=1, max_size=8),
+       composition=st.sampled_from(["fifo", "las", "tiresias", "srtf", "themis"]))
+def test_no_job_is_lost_and_no_gpu_given_twice(tmp_path_factory: pytest.TempPathFactory,
+                                               jobs: list[tuple[int, int]],
+                                               composition: str) -> None:
+    """Any workload, any of these compositions: every job completes, none stays held, and
+    Slurm never has a GPU, CPU or MB handed out twice (``FakeSlurm.check`` every step)."""
+    fake = FakeSlurm([(2, 4)])
+    ids = [fake.submit_job(gpus, runtime=30.0 * units, user=f"u{i % 2}")
+           for i, (gpus, units) in enumerate(jobs)]
+    ctl = controller(fake, tmp_path_factory.mktemp("ctl"), composition)
+    run_to_the_end(fake, ctl)
+    assert [fake.jobs[j].job.state for j in ids] == ["COMPLETED"] * len(ids)
