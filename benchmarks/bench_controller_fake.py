@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from blox_slurm import controller as controller_module
-from blox_slurm.composition import load
 from blox_slurm.controller import Controller
 from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.loading import load
 from blox_slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from blox_slurm.composition import load
+from blox_slurm.loading import load
 from blox_slurm.sim.config import ClusterSpec
 from blox_slurm.sim.simulator import Simulator
 from blox_slurm.workloads import generate

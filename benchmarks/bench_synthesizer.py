@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from blox_slurm import transitions
-from blox_slurm.composition import build, load
+from blox_slurm.loading import build, load
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from blox_slurm.composition import load
+from blox_slurm.loading import load
 from blox_slurm.plot import plot_sweep
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.experiment import Experiment, WorkloadSpec, run_all

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from blox_slurm.composition import build, load
+from blox_slurm.loading import build, load
 from blox_slurm.model import Job
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.metrics import summarize

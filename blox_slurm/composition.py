@@ -83,19 +83,15 @@ def _format_validation(section: str, policy: str, exc: ValidationError, valid: l
     return "\n".join(lines)
 
 
-def build(config: dict[str, Any], name: str | None = None,
-          base: Path | None = None) -> Composition:
-    """Build a composition from a parsed config mapping (a TOML document's tables).
-
-    A ``[synthesizer]`` table makes it the policy synthesizer over candidate compositions
-    (:mod:`blox_slurm.synthesizer`); ``base`` resolves candidate paths relative to the file.
-    """
+def build(config: dict[str, Any], name: str | None = None) -> Composition:
+    """Build a plain composition from a parsed config mapping (a TOML document's tables).
+    A ``[synthesizer]`` table is a meta-policy: :func:`blox_slurm.loading.build` builds
+    both kinds."""
     if not isinstance(config, dict):
         raise CompositionError("a composition must be a table of sections")
     if "synthesizer" in config:
-        from .synthesizer import build_synthesizer  # it runs the simulator, which imports us
-
-        return build_synthesizer(config, name, base)
+        raise CompositionError("a [synthesizer] composition is a meta-policy: build it with "
+                               "blox_slurm.loading.build")
     unknown = set(config) - set(registry.KINDS) - OTHER_TABLES
     if unknown:
         raise CompositionError(
@@ -140,12 +136,6 @@ def read(source: str | Path) -> tuple[Path, dict[str, Any]]:
                                    f" bundled: {names}")
         path = bundled
     return path, read_toml(path, CompositionError, "composition file")
-
-
-def load(source: str | Path) -> Composition:
-    """A composition from a TOML path, or the name of a bundled one (``blox-slurm policies``)."""
-    path, data = read(source)
-    return build(data, name=data.get("name") or path.stem, base=path.parent)
 
 
 def bundled_names() -> list[str]:

@@ -21,7 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from . import registry
-from .composition import Composition, CompositionError, build, load
+from .composition import Composition, CompositionError
+from .loading import build, load
 from .throughput import ThroughputSpec
 from .tomlfile import read_toml
 

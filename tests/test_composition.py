@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from blox_slurm import composition, registry
-from blox_slurm.composition import CompositionError, build, load
+from blox_slurm.composition import CompositionError
+from blox_slurm.loading import build, load
 from blox_slurm.policies.admission.accept_all import AcceptAll
 from blox_slurm.policies.admission.load_based import LoadBased
 from blox_slurm.policies.cluster.static import Static

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.composition import load
 from blox_slurm.controller import Controller, RoundReport, restarts_deferred
 from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.loading import load
 from blox_slurm.model import Decisions, Start
 from blox_slurm.slurm.apply import Plan
 from blox_slurm.store import Store

@@ -39,9 +39,16 @@ def test_the_wheel_installs_one_top_level_package_with_the_policies_inside(
 
 
 def _imports(path: Path, package: str) -> set[str]:
-    """The absolute ``blox_slurm`` modules a file imports (relative imports resolved)."""
+    """The absolute ``blox_slurm`` modules a file imports when it runs, lazy imports inside
+    functions included (relative imports resolved; ``if TYPE_CHECKING:`` blocks left out)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                   for stmt in block.body for n in ast.walk(stmt)}
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             parts = package.split(".")
             base = ".".join(parts[:len(parts) - node.level + 1]) if node.level else ""
@@ -53,6 +60,42 @@ def _imports(path: Path, package: str) -> set[str]:
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
     return {m for m in out if m.startswith("blox_slurm")}
+
+
+def _modules() -> dict[str, set[str]]:
+    """Every module of the package (policies by their installed name) -> what it imports."""
+    out = {}
+    for path in [*(ROOT / "blox_slurm").rglob("*.py"), *(ROOT / "policies").rglob("*.py")]:
+        if (ROOT / "blox_slurm" / "policies") in path.parents:
+            continue  # the symlink: read through policies/
+        rel = path.relative_to(ROOT).with_suffix("").parts
+        parts = ["blox_slurm", *rel] if rel[0] == "policies" else list(rel)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        out[name] = _imports(path, package)
+    return out
+
+
+def test_no_import_cycle_lazy_imports_included() -> None:
+    """A cycle, even through an import inside a function, means two layers that cannot be
+    read (or loaded) one after the other; ``composition -> synthesizer -> simulator -> round
+    -> composition`` was one."""
+    graph = _modules()
+    edges = {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError(" -> ".join([*path[path.index(module):], module]))
+        if module in done:
+            return
+        for dep in sorted(edges[module]):
+            visit(dep, [*path, module])
+        done.add(module)
+
+    for module in sorted(edges):
+        visit(module, [])
+    assert "blox_slurm.loading" in graph and "blox_slurm.policies.scheduling.las" in graph
 
 
 def test_policies_import_only_the_core() -> None:

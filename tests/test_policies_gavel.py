@@ -12,7 +12,8 @@ from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
 from blox_slurm import transitions
 from blox_slurm.abstractions import FreeGpus
-from blox_slurm.composition import Composition, build, load
+from blox_slurm.composition import Composition
+from blox_slurm.loading import build, load
 from blox_slurm.model import build_cluster
 from blox_slurm.policies.scheduling.gavel import Gavel, allocate, equal_share, priority, usable_gpus
 from blox_slurm.round import decide

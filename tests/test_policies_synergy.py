@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from _core_helpers import apply, cluster, free_of, pending, running, snapshot, started
 
-from blox_slurm import composition
+from blox_slurm import composition, loading
 from blox_slurm.model import Gpu, Node
 from blox_slurm.policies.placement.synergy import Synergy
 from blox_slurm.round import decide
@@ -149,7 +149,7 @@ def test_without_cpu_or_memory_data_it_is_best_fit() -> None:
 # --------------------------------------------------------------------------- a round
 
 def test_bundled_composition_round() -> None:
-    comp = composition.load("synergy")
+    comp = loading.load("synergy")
     shape = nodes((4, 16, 0))
     light, heavy = pending(1, 2, cpus=2), pending(2, 2, submit=1.0, cpus=12)
     s = snapshot(shape, [light, heavy])

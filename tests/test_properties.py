@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import blox_slurm.sim.simulator as simulator_module
-from blox_slurm import composition
+from blox_slurm import composition, loading
 from blox_slurm.model import build_cluster
 from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import SimConfig
@@ -106,7 +106,7 @@ def check_gpu_intervals(events, result, n_gpus: int) -> None:
 @given(case=cases())
 def test_simulation_invariants(name, case) -> None:
     shape, wl = case
-    c = composition.load(name)
+    c = loading.load(name)
     cfg = SimConfig.model_validate(_sim_table(name))
     total = len(shape[1])
     result, events = simulate_recording(c, shape, wl, cfg)

@@ -10,7 +10,7 @@ from _core_helpers import apply, cluster, comp, pending, running, snapshot, star
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blox_slurm import composition
+from blox_slurm import composition, loading
 from blox_slurm.abstractions import ClusterView, FreeGpus
 from blox_slurm.model import ClusterSnapshot, Drain, Job, JobState, NodeState, build_cluster
 from blox_slurm.registry import register
@@ -18,7 +18,7 @@ from blox_slurm.round import decide
 from blox_slurm.throughput import ParametricThroughput
 
 BUNDLED = composition.bundled_names()
-COMPS = {name: composition.load(name) for name in BUNDLED}
+COMPS = {name: loading.load(name) for name in BUNDLED}
 
 
 @register("cluster", "test-cordon-node1")
@@ -339,5 +339,5 @@ def test_a_victims_cpus_come_back_with_its_gpus() -> None:
     victim = running(1, [0, 1], since=0.0, cpus=8)
     s = snapshot((nodes, gpus), [victim, pending(2, 2, submit=50.0, cpus=1)], now=100.0)
     s = replace(s, free=FreeGpus.of(s), cpus_free={"node1": 0})
-    d = decide(s, composition.load("las"), explain=True)
+    d = decide(s, loading.load("las"), explain=True)
     assert d.preempt == (1,) and [x.job_id for x in d.start] == [2], d

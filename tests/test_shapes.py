@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from blox_slurm.composition import load
+from blox_slurm.loading import load
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.metrics import summarize
 from blox_slurm.sim.simulator import Simulator

@@ -8,7 +8,7 @@ import random
 import pytest
 from _core_helpers import cluster, comp, workload
 
-from blox_slurm import composition
+from blox_slurm import loading
 from blox_slurm.model import build_cluster
 from blox_slurm.policies.scheduling.fifo import Fifo
 from blox_slurm.registry import register
@@ -130,7 +130,7 @@ def test_a_job_across_gpu_types_runs_at_the_slowest_types_rate() -> None:
 
 def test_optimus_grown_job_runs_faster_in_the_simulator() -> None:
     wl = workload((0.0, 1, 1000.0))
-    r = by_id(run(wl, composition.load("optimus"), cluster(4)))
+    r = by_id(run(wl, loading.load("optimus"), cluster(4)))
     # grown to 4 GPUs on one node: rate 4 ** 0.8
     assert r[0].finish == pytest.approx(1000.0 / 4 ** 0.8)
     assert r[0].gpu_seconds == pytest.approx(4 * r[0].finish)
@@ -141,7 +141,7 @@ def test_optimus_grown_job_runs_faster_in_the_simulator() -> None:
 def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
     table = _sim_table("blox-las")
     assert table == {"quantize_to_rounds": True, "restart_cost": 0.0}
-    c = composition.load("blox-las")
+    c = loading.load("blox-las")
     assert c.preemption.minimize is False
     # 1 GPU. A (t=0, 1000 s), B (t=100, 200 s). 0: A. 300: B preempts A (work 300).
     # B 300 -> 500, counted to its round's end 600. 600: A restarts at no cost, 700 s left
@@ -153,7 +153,7 @@ def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
 
 def test_blox_fifo_bundled_composition() -> None:
     table = _sim_table("blox-fifo")
-    c = composition.load("blox-fifo")
+    c = loading.load("blox-fifo")
     assert isinstance(c.scheduling, Fifo) and c.preemption.minimize is False
     wl = workload((0.0, 1, 1000.0), (0.0, 1, 500.0), (10.0, 1, 100.0))
     r = by_id(run(wl, c, cluster(2), **table))
@@ -193,7 +193,7 @@ def test_same_seed_gives_identical_records() -> None:
         wl = generate(n_jobs=150, jobs_per_hour=12.0, seed=7, measure=None,
                       durations={"p_long": 0.0},
                       gpu_demand={1: 0.7, 2: 0.1, 4: 0.15, 8: 0.05})
-        return run(wl, composition.load("las"), ClusterSpec.parse("gpu:4x4").build())
+        return run(wl, loading.load("las"), ClusterSpec.parse("gpu:4x4").build())
 
     a, b = once(), once()
     assert a.jobs == b.jobs and a.utilization == b.utilization and a.rounds == b.rounds
@@ -262,7 +262,7 @@ def test_round_skipping_is_exact_where_one_round_leaves_work_for_the_next(name, 
     # decide() is not always idempotent (a victim left idle beside GPUs freed later in the
     # same walk); these seeds once made the skipping simulator diverge from one that runs
     # every round.
-    c = composition.load(name)
+    c = loading.load(name)
     every_round = dataclasses.replace(c, scheduling=_TimeDependent(c.scheduling))
     cfg = _sim_table(name)
     for seed in seeds:

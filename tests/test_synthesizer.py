@@ -9,7 +9,8 @@ import pytest
 from _core_helpers import cluster, pending, running, snapshot
 
 from blox_slurm import composition, transitions
-from blox_slurm.composition import CompositionError, build, load
+from blox_slurm.composition import CompositionError
+from blox_slurm.loading import build, load
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.round import decide
 from blox_slurm.sim.config import SimConfig

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from .. import registry
 from ..cli_errors import exit_codes
-from ..composition import CompositionError, bundled_names, load, read
+from ..composition import CompositionError, bundled_names, read
+from ..loading import load
 from ..throughput import ThroughputSpec
 from ..workloads.schema import WorkloadError
 from .config import ClusterSpec, SimConfig

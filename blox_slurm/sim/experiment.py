@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import registry
-from ..composition import build
+from ..loading import build
 from ..throughput import ThroughputSpec
 from ..workloads import generate, load_workload
 from ..workloads.schema import Workload

@@ -270,7 +270,7 @@ def test_non_toml_bytes_raise_config_error(cfgdir: Path, raw: bytes) -> None:
     p = cfgdir / "bytes.toml"
     p.write_bytes(raw)
     assert expect_error(load_config, ConfigError, p) == "error"  # no composition in there
-    from blox_slurm.composition import load
+    from blox_slurm.loading import load
     expect_error(load, CompositionError, p)
     count("configs: random bytes")
 

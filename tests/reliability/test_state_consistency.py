@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import LEASE
 
-from blox_slurm import composition
+from blox_slurm import composition, loading
 from blox_slurm.controller import Controller
 from blox_slurm.controller_config import ControllerConfig
 from blox_slurm.demo_world import PARTITION, PYTHON, TRAINER, USERS, ManagedWorld
@@ -357,7 +357,7 @@ def run_seed(world: ManagedWorld, seed: int) -> SeedRun:
                            store=str(world.base / f"consistency-{seed}.db"),
                            heartbeat=str(world.heartbeat), lease_seconds=float(LEASE),
                            grace_seconds=3.0, slurm_conf=str(world.emu.conf))
-    ctl = Recording(cfg, composition.load(name), client, Store(cfg.store))
+    ctl = Recording(cfg, loading.load(name), client, Store(cfg.store))
     # the plan: (arrival round, user, gpus, iterations or seconds, managed)
     plan = [(rng.randrange(0, 4), USERS[i % 3], rng.choice([g for g in (1, 1, 2, 2, 4)
                                                            if g <= biggest]),

@@ -19,10 +19,10 @@ import pytest
 from _audit import unexpected_failures
 from _live import wait_for
 
-from blox_slurm.composition import load
 from blox_slurm.controller import Controller, RoundReport, restarts_deferred
 from blox_slurm.controller_config import ControllerConfig
 from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.loading import load
 from blox_slurm.slurm.client import SlurmJob
 from blox_slurm.store import Store
 from blox_slurm.throughput import ThroughputSpec
