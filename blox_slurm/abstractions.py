@@ -118,6 +118,32 @@ class ClusterView:
     preempt: tuple[int, ...] = ()  # jobs to stop regardless of priority (e.g. idle GPUs)
 
 
+class SchedulingBase:
+    """What a scheduling policy declares besides ``order``, at the safe defaults. Subclass it
+    (the built-ins do) or set both class attributes yourself: the registry refuses a
+    scheduling policy that declares them neither way, so the round engine and the simulator
+    read declared capabilities, never guesses."""
+
+    #: The order can change with time alone (attained service, waiting time). The simulator
+    #: skips rounds in which nothing happened only for a policy that declares False.
+    time_dependent: ClassVar[bool] = True
+    #: The order is a sort by a key of each job and the snapshot alone, and a job's GPU
+    #: counts, types and marks ignore the other jobs: ordering any subset gives the full
+    #: order restricted to it, so a round may rank only the pending jobs.
+    keyed: ClassVar[bool] = False
+
+
+class PreemptionBase:
+    """What a preemption policy declares besides ``victims``, at the defaults; subclass it
+    or set both attributes yourself (instance attributes may override them per parameters)."""
+
+    #: Keep placing lower-ranked jobs when a higher-ranked one does not fit.
+    backfill: bool = True
+    #: Victims the waiting job turned out not to need keep running, and a victim whose GPUs
+    #: went to nobody else restarts at once. False is Blox: every victim tried is stopped.
+    spares_victims: bool = True
+
+
 @runtime_checkable
 class AdmissionPolicy(Protocol):
     def admit(self, snapshot: ClusterSnapshot, waiting: Sequence[Job]) -> Sequence[int]:
@@ -127,15 +153,11 @@ class AdmissionPolicy(Protocol):
 
 @runtime_checkable
 class SchedulingPolicy(Protocol):
-    # True when the order can change with time alone (attained service, waiting time): the
-    # simulator may skip rounds in which nothing happened only for time-independent policies.
-    time_dependent: ClassVar[bool]
+    time_dependent: ClassVar[bool]  # see SchedulingBase
+    keyed: ClassVar[bool]
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
-        """Rank ``jobs``. A policy may also set ``keyed = True`` (optional, default false)
-        when its order is a sort by a key of each job and the snapshot alone, and its GPU
-        counts, types and marks for a job ignore the other jobs: then ordering any subset
-        gives the full order restricted to it, and a round may rank only the pending jobs."""
+        """Rank ``jobs``."""
         ...
 
 
@@ -153,7 +175,8 @@ Fits = Callable[[FreeGpus], bool]
 
 @runtime_checkable
 class PreemptionPolicy(Protocol):
-    backfill: bool  # keep placing lower-ranked jobs when a higher-ranked one does not fit
+    backfill: bool  # see PreemptionBase
+    spares_victims: bool
 
     def victims(
         self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits

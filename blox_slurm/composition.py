@@ -64,7 +64,7 @@ class Composition:
 
     @property
     def time_dependent(self) -> bool:
-        return bool(getattr(self.scheduling, "time_dependent", True))
+        return self.scheduling.time_dependent
 
     def for_round(self, snapshot: ClusterSnapshot) -> Composition:
         """The composition that decides this round: itself, except for a meta-policy (the

@@ -50,6 +50,10 @@ class PolicySpec:
 
 
 _REGISTRY: dict[str, dict[str, PolicySpec]] = {k: {} for k in KINDS}
+#: Capabilities a policy of a kind must declare (see blox_slurm.abstractions): the engine
+#: reads them, never guesses a default for an attribute that is not there.
+DECLARED = {"scheduling": ("time_dependent", "keyed"),
+            "preemption": ("backfill", "spares_victims")}
 _loaded = False
 
 C = TypeVar("C", bound=type)
@@ -61,6 +65,12 @@ def register(kind: str, name: str) -> Callable[[C], C]:
         raise PolicyError(f"unknown policy kind {kind!r}; kinds are: {', '.join(KINDS)}")
 
     def wrap(cls: C) -> C:
+        missing = [a for a in DECLARED.get(kind, ()) if not hasattr(cls, a)]
+        if missing:
+            base = "SchedulingBase" if kind == "scheduling" else "PreemptionBase"
+            raise PolicyError(f"{kind} policy {name!r} ({cls.__qualname__}) does not declare "
+                              f"{', '.join(missing)}: subclass blox_slurm.abstractions.{base} "
+                              "for the defaults, or set them as class attributes")
         params = getattr(cls, "Params", NoParams)
         existing = _REGISTRY[kind].get(name)
         if existing is not None and existing.factory is not cls:

@@ -74,7 +74,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     waiting = list(filterfalse(_admitted, pending))
     admit = tuple(comp.admission.admit(snapshot, waiting)) if waiting else ()
     admitted = set(admit)
-    if not (rank_all or explain or forced) and getattr(comp.scheduling, "keyed", False):
+    if not (rank_all or explain or forced) and comp.scheduling.keyed:
         quick = _pending_only(snapshot, comp, view, pending, admit, admitted)
         if quick is not None:
             return quick
@@ -120,7 +120,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     reasons: dict[int, str] = {}
     blocker: Job | None = None
 
-    spare = getattr(preemption, "minimize", True)  # Blox (minimize = false) keeps every victim
+    spare = preemption.spares_victims  # Blox (minimize = false) stops every victim it tried
 
     def restart(job: Job) -> bool:
         """Start running ``job`` again at its size on free GPUs (a move, or a victim's restart

@@ -59,7 +59,7 @@ def test_toml_file_builds_each_extension_point_with_its_parameters(tmp_path) -> 
     assert isinstance(c.placement, Consolidated) and c.placement.spread_if_needed is True
     assert isinstance(c.admission, LoadBased) and c.admission.k == 1.3
     # defaults for the sections left out
-    assert isinstance(c.preemption, PriorityPreemption) and c.preemption.minimize is True
+    assert isinstance(c.preemption, PriorityPreemption) and c.preemption.spares_victims is True
     assert isinstance(c.cluster, Static)
     assert c.time_dependent is True
     assert c.config["placement"] == {"policy": "consolidated", "spread_if_needed": True}
@@ -177,6 +177,7 @@ class LongestFirst:
     """Test policy: biggest GPU request first."""
 
     time_dependent = False
+    keyed = True
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -215,6 +216,12 @@ def test_policy_file_errors(tmp_path) -> None:
         registry.load_policy_file(bad)
     with pytest.raises(PolicyError, match="unknown policy kind 'routing'"):
         registry.register("routing", "x")
+    undeclared = tmp_path / "undeclared.py"  # capabilities are declared, never guessed
+    undeclared.write_text(POLICY_FILE.format(name="test-undeclared")
+                          .replace("    keyed = True\n", ""))
+    with pytest.raises(PolicyError, match="does not declare keyed: subclass "
+                                          "blox_slurm.abstractions.SchedulingBase"):
+        registry.load_policy_file(undeclared)
 
 
 def test_policy_file_cannot_silently_replace_a_builtin(tmp_path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _core_helpers import comp, free_of, pending, running, snapshot, started
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import build_cluster
 from blox_slurm.policies.placement._types import allowed
 from blox_slurm.policies.placement.consolidated import Consolidated
@@ -54,7 +54,7 @@ def test_an_untyped_job_may_use_any_type(policy) -> None:
 
 
 @register("scheduling", "test-types-v100")
-class WantsV100:
+class WantsV100(SchedulingBase):
     """Test policy: FIFO, and every job must run on V100 this round."""
 
     time_dependent = False

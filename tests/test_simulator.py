@@ -9,6 +9,7 @@ import pytest
 from _core_helpers import cluster, comp, workload
 
 from blox_slurm import loading
+from blox_slurm.abstractions import SchedulingBase
 from blox_slurm.model import build_cluster
 from blox_slurm.policies.scheduling.fifo import Fifo
 from blox_slurm.registry import register
@@ -142,7 +143,7 @@ def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
     table = _sim_table("blox-las")
     assert table == {"quantize_to_rounds": True, "restart_cost": 0.0}
     c = loading.load("blox-las")
-    assert c.preemption.minimize is False
+    assert c.preemption.spares_victims is False
     # 1 GPU. A (t=0, 1000 s), B (t=100, 200 s). 0: A. 300: B preempts A (work 300).
     # B 300 -> 500, counted to its round's end 600. 600: A restarts at no cost, 700 s left
     # -> 1300, counted 1500.
@@ -154,7 +155,7 @@ def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
 def test_blox_fifo_bundled_composition() -> None:
     table = _sim_table("blox-fifo")
     c = loading.load("blox-fifo")
-    assert isinstance(c.scheduling, Fifo) and c.preemption.minimize is False
+    assert isinstance(c.scheduling, Fifo) and c.preemption.spares_victims is False
     wl = workload((0.0, 1, 1000.0), (0.0, 1, 500.0), (10.0, 1, 100.0))
     r = by_id(run(wl, c, cluster(2), **table))
     # GPUs 0, 1 in node order: job 0 on GPU 0 (ends 1000 -> round end 1200), job 1 on GPU 1
@@ -233,7 +234,7 @@ def _random_case(seed: int):
     return Workload(tuple(specs)), shape
 
 
-class _TimeDependent:
+class _TimeDependent(SchedulingBase):
     time_dependent = True
 
     def __init__(self, inner) -> None:

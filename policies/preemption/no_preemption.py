@@ -4,13 +4,13 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import Fits, FreeGpus
+from blox_slurm.abstractions import Fits, FreeGpus, PreemptionBase
 from blox_slurm.model import Job
 from blox_slurm.registry import register
 
 
 @register("preemption", "none")
-class NoPreemption:
+class NoPreemption(PreemptionBase):
     """Never stop a running job; ``backfill`` (default on) lets smaller jobs use idle GPUs."""
 
     class Params(BaseModel):

@@ -4,13 +4,13 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import Fits, FreeGpus
+from blox_slurm.abstractions import Fits, FreeGpus, PreemptionBase
 from blox_slurm.model import Job
 from blox_slurm.registry import register
 
 
 @register("preemption", "priority")
-class PriorityPreemption:
+class PriorityPreemption(PreemptionBase):
     """Stop the lowest-ranked running jobs, only when that makes the waiting job fit.
 
     Victims are taken from the tail of the order until the placement policy finds room. With
@@ -27,7 +27,7 @@ class PriorityPreemption:
     def __init__(self, params: Params | None = None) -> None:
         p = params or self.Params()
         self.backfill = p.backfill
-        self.minimize = p.minimize
+        self.spares_victims = p.minimize
 
     def victims(
         self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits
@@ -41,7 +41,7 @@ class PriorityPreemption:
                 break
         else:
             return ()
-        if self.minimize and len(chosen) > 1:
+        if self.spares_victims and len(chosen) > 1:
             for victim in reversed(chosen[:-1]):
                 rest = [c for c in chosen if c is not victim]
                 trial = free.copy()

@@ -9,13 +9,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from blox_slurm import registry
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job, usage_key
 from blox_slurm.registry import register
 
 
 @register("scheduling", "fair_share")
-class FairShare:
+class FairShare(SchedulingBase):
     """Slurm's classic fair-share factor F = 2^(-U / S) per user or account, highest first.
 
     U is the party's share of all decayed usage and S its normalized share, over the parties

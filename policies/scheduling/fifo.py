@@ -3,7 +3,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
@@ -14,7 +14,7 @@ _by_id, _by_submit = operator.attrgetter("id"), operator.attrgetter("submit_time
 
 
 @register("scheduling", "fifo")
-class Fifo:
+class Fifo(SchedulingBase):
     """First in, first out by submit time (ties by job id); never reorders running jobs."""
 
     time_dependent = False

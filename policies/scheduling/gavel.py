@@ -66,7 +66,7 @@ import highspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import FreeGpus, Schedule
+from blox_slurm.abstractions import FreeGpus, Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.registry import register
 from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
@@ -216,7 +216,7 @@ def priority(share: float, on_type: float, age: float) -> float:
 
 
 @register("scheduling", "gavel")
-class Gavel:
+class Gavel(SchedulingBase):
     """Gavel's heterogeneity-aware policies (allocation LP + round-based priorities)."""
 
     time_dependent = True  # priorities move as jobs receive time

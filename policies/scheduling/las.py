@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
 
 @register("scheduling", "las")
-class Las:
+class Las(SchedulingBase):
     """Least attained service first (GPU x seconds received), preemptive; ties by arrival."""
 
     time_dependent = True  # running jobs accumulate service, so waiting ones overtake them

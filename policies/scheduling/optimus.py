@@ -6,14 +6,14 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.registry import register
 from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 
 
 @register("scheduling", "optimus")
-class Optimus:
+class Optimus(SchedulingBase):
     """Optimus-style elastic allocation: shortest remaining time first, then spare GPUs go
     one at a time to the job whose remaining time drops most (Peng et al., EuroSys'18).
 

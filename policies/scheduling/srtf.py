@@ -3,13 +3,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
 
 @register("scheduling", "srtf")
-class Srtf:
+class Srtf(SchedulingBase):
     """Shortest remaining time first, from the oracle duration; jobs without one go last."""
 
     # A running job's remaining time only shrinks and a waiting job's is fixed, so the order

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
@@ -41,7 +41,7 @@ def finish_time_fairness(job: Job, now: float) -> float:
 
 
 @register("scheduling", "themis")
-class Themis:
+class Themis(SchedulingBase):
     """Finish-time fairness: a round offers GPUs to the jobs furthest from a fair finish.
 
     Themis runs a partial-allocation auction each round among the ``1 - f`` fraction of jobs

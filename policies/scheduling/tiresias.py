@@ -6,7 +6,7 @@ from operator import itemgetter
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from blox_slurm.abstractions import Schedule
+from blox_slurm.abstractions import Schedule, SchedulingBase
 from blox_slurm.model import ClusterSnapshot, Job
 from blox_slurm.registry import register
 
@@ -14,7 +14,7 @@ RESET = "tiresias.reset"
 
 
 @register("scheduling", "tiresias")
-class Tiresias:
+class Tiresias(SchedulingBase):
     """Tiresias' discretized 2D-LAS: service queues by GPU-seconds, FIFO within a queue,
     starvation promotion (Gu et al., NSDI'19).
 
