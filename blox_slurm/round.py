@@ -14,8 +14,9 @@ The engine walks the scheduler's priority order once:
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
   backfills, otherwise the walk stops starting jobs (strict order);
-* a GPU type the scheduler chose for a job (``Schedule.types``) reaches placement as the job's
-  ``gpu_type`` hint, overriding the user's, so every placement policy honours it unchanged.
+* placement only ever sees the GPUs a job can use (:func:`blox_slurm.fit.allowed`: its GPU
+  type, or the one its scheduler chose this round in ``Schedule.types``, and nodes with its
+  CPUs and memory free), so every placement policy honours them unchanged.
 
 Walking the order instead of Blox's "take the top-N jobs that fit by GPU count, preempt the
 rest" is what lets consolidation and fragmentation matter: a job the count says fits may not
@@ -31,29 +32,18 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Collection, Sequence
 from itertools import filterfalse
 from operator import attrgetter
 
 from .abstractions import ClusterView, FreeGpus
 from .composition import Composition
+from .fit import allowed
 from .model import ClusterSnapshot, Decisions, Job, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id = attrgetter("admitted"), attrgetter("id")
 
-
-def _typed(job: Job, gpu_type: str) -> Job:
-    """``job`` as placement should see it: required to run on ``gpu_type``."""
-    hints = dict(job.hints)
-    hints["gpu_type"] = gpu_type
-    return replace(job, hints=tuple(sorted(hints.items())))
-
-
-def _as_placed(job: Job, types: Mapping[int, str]) -> Job:
-    """``job`` with the GPU type its scheduler chose this round, if it chose one."""
-    return _typed(job, types[job.id]) if job.id in types else job
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
@@ -93,6 +83,12 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         free.give(job.gpus)
 
     placement, preemption = comp.placement, comp.preemption
+
+    def place(job: Job, count: int, pool: FreeGpus) -> tuple[int, ...] | None:
+        """Placement's choice for ``job`` among the GPUs of ``pool`` it can use (the filter
+        stage, :func:`blox_slurm.fit.allowed`, with the type its scheduler chose)."""
+        return placement.choose(snapshot, job, count, allowed(snapshot, job, pool,
+                                                              types.get(job.id)))
     # Only pending jobs need work; running ones keep their GPUs unless preempted. Walking the
     # pending positions alone keeps a round cheap when hundreds of jobs run.
     pending_pos = [i for i, j in enumerate(order) if not j.gpus]
@@ -126,15 +122,14 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         """Start running ``job`` again at its size on free GPUs (a move, or a victim's restart
         on GPUs left over), if placement finds them."""
         n = len(job.gpus)
-        gpus = (placement.choose(snapshot, _as_placed(job, types), n, free)
-                if n <= free.count else None)
+        gpus = place(job, n, free) if n <= free.count else None
         if gpus is None:
             return False
         free.take(gpus)
         starts.append(Start(job.id, gpus))
         return True
 
-    def make_room(job: Job, placed: Job, want: int, pos: int,
+    def make_room(job: Job, want: int, pos: int,
                   among: Collection[int] | None = None) -> bool:
         """Let the preemption policy stop running jobs ranked below ``pos`` (and in ``among``,
         if given) so that ``job`` fits; their GPUs join the free set. False if no choice of
@@ -151,7 +146,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
             return False
 
         def fits(trial: FreeGpus) -> bool:
-            return placement.choose(snapshot, placed, want, trial) is not None
+            return place(job, want, trial) is not None
 
         victims = preemption.victims(job, candidates, free, want, fits)
         for v in victims:
@@ -164,7 +159,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         """Restart running ``job`` on free GPUs or, failing that, on GPUs of jobs ranked
         below ``pos`` (and in ``among``) that the preemption policy stops for it."""
         return restart(job) or (
-            make_room(job, _as_placed(job, types), len(job.gpus), pos, among) and restart(job))
+            make_room(job, len(job.gpus), pos, among) and restart(job))
 
     def spare_victims(upto: int) -> None:
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
@@ -211,12 +206,11 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
                                        "chose: checkpointed and restarted there")
             continue
         want = alloc.get(job.id, job.num_gpus)
-        placed = _as_placed(job, types)
         gpus = None
         if want <= free.count:
-            gpus = placement.choose(snapshot, placed, want, free)
-        if gpus is None and running_below > 0 and make_room(job, placed, want, pos):
-            gpus = placement.choose(snapshot, placed, want, free)
+            gpus = place(job, want, free)
+        if gpus is None and running_below > 0 and make_room(job, want, pos):
+            gpus = place(job, want, free)
         if gpus is not None:
             free.take(gpus)
             starts.append(Start(job.id, gpus))
@@ -280,7 +274,8 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
         want = alloc.get(job.id, job.num_gpus)
         if want > free.count:
             return None
-        gpus = placement.choose(snapshot, _as_placed(job, types), want, free)
+        gpus = placement.choose(snapshot, job, want,
+                                allowed(snapshot, job, free, types.get(job.id)))
         if gpus is None:
             return None
         free.take(gpus)

@@ -8,6 +8,7 @@ from typing import Any
 
 from blox_slurm import composition, transitions
 from blox_slurm.abstractions import FreeGpus
+from blox_slurm.fit import allowed
 from blox_slurm.model import (
     ClusterSnapshot,
     Decisions,
@@ -55,6 +56,14 @@ def snapshot(shape: tuple[tuple[Node, ...], tuple[Gpu, ...]], jobs: Iterable[Job
 
 def free_of(snap: ClusterSnapshot) -> FreeGpus:
     return FreeGpus.of(snap)
+
+
+def place(policy: Any, snap: ClusterSnapshot, job: Job, count: int,
+          free: FreeGpus | None = None) -> tuple[int, ...] | None:
+    """What the round engine does: the placement's choice among the GPUs the job can use
+    (the filter stage, :func:`blox_slurm.fit.allowed`)."""
+    pool = free if free is not None else free_of(snap)
+    return policy.choose(snap, job, count, allowed(snap, job, pool))
 
 
 def comp(scheduling: Any = "fifo", **sections: Any) -> composition.Composition:

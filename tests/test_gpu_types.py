@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from _core_helpers import comp, free_of, pending, running, snapshot, started
+from _core_helpers import comp, free_of, pending, place, running, snapshot, started
 
 from blox_slurm.abstractions import Schedule, SchedulingBase
+from blox_slurm.fit import allowed
 from blox_slurm.model import build_cluster
-from blox_slurm.policies.placement._types import allowed
 from blox_slurm.policies.placement.consolidated import Consolidated
 from blox_slurm.policies.placement.first_fit import FirstFit
 from blox_slurm.policies.placement.scattered import Scattered
@@ -42,9 +42,9 @@ def test_allowed_keeps_only_nodes_of_the_type_case_insensitively() -> None:
 def test_every_placement_puts_a_typed_job_on_its_type_only(policy) -> None:
     s = snapshot(SHAPE, [running(1, [8])])
     free = free_of(s)
-    assert set(policy.choose(s, typed(2, 2, "v100"), 2, free)) <= {9, 10, 11}
-    assert policy.choose(s, typed(2, 4, "v100"), 4, free) is None  # 8 k80s free, 3 V100s
-    assert policy.choose(s, typed(2, 1, "a100"), 1, free) is None  # no such node
+    assert set(place(policy, s, typed(2, 2, "v100"), 2, free) or ()) <= {9, 10, 11}
+    assert place(policy, s, typed(2, 4, "v100"), 4, free) is None  # 8 k80s free, 3 V100s
+    assert place(policy, s, typed(2, 1, "a100"), 1, free) is None  # no such node
 
 
 @pytest.mark.parametrize("policy", PLACEMENTS, ids=lambda p: type(p).__name__)

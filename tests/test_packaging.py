@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the registry it registers in, and its own package. Never a world (simulator, Slurm,
 #: controller), so the same policy object runs unchanged in all of them.
 POLICY_MAY_IMPORT = ("blox_slurm.model", "blox_slurm.abstractions", "blox_slurm.registry",
-                     "blox_slurm.throughput", "blox_slurm.policies")
+                     "blox_slurm.throughput", "blox_slurm.fit", "blox_slurm.policies")
 
 
 def test_the_wheel_installs_one_top_level_package_with_the_policies_inside(

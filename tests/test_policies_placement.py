@@ -4,7 +4,7 @@ of the ``nodes`` constraint (a Slurm ``--gres=gpu:N`` job) in every built-in pla
 from __future__ import annotations
 
 import pytest
-from _core_helpers import cluster, comp, free_of, pending, running, snapshot, started
+from _core_helpers import cluster, comp, free_of, pending, place, running, snapshot, started
 
 from blox_slurm.model import NodeState
 from blox_slurm.policies.placement.consolidated import Consolidated
@@ -201,14 +201,13 @@ def test_every_placement_skips_nodes_without_the_jobs_cpus(policy) -> None:
     holds free GPUs no job can use; a job bound to one node needs all its CPUs there."""
     s = snapshot(cluster(2, 2, 2), [], cpus_free={"node1": 0, "node2": 3, "node3": 8})
     one_cpu = pending(99, 1, cpus=1)
-    assert s.gpus[policy.choose(s, one_cpu, 1, free_of(s))[0]].node != "node1"
+    assert s.gpus[place(policy, s, one_cpu, 1, free_of(s))[0]].node != "node1"
     bound = pending(98, 2, cpus=6, hints=(("nodes", "1"),))
-    got = policy.choose(s, bound, 2, free_of(s))
+    got = place(policy, s, bound, 2, free_of(s))
     assert got is not None and {s.gpus[g].node for g in got} == {"node3"}
-    assert policy.choose(s, pending(97, 2, cpus=9, hints=(("nodes", "1"),)), 2,
+    assert place(policy, s, pending(97, 2, cpus=9, hints=(("nodes", "1"),)), 2,
                          free_of(s)) is None
-    assert FirstFit().choose(snapshot(cluster(2, 2, 2), []), one_cpu, 1,
-                             free_of(snapshot(cluster(2, 2, 2), []))) == (0,)  # no CPU model
+    assert place(FirstFit(), snapshot(cluster(2, 2, 2), []), one_cpu, 1) == (0,)  # no CPU model
 
 
 @pytest.mark.parametrize("policy", [FirstFit(), consolidated(), Scattered(), Synergy()])
@@ -219,12 +218,12 @@ def test_every_placement_skips_nodes_without_the_jobs_memory(policy) -> None:
     s = snapshot(cluster(2, 2, 2), [], memory_free={"node1": 1000, "node2": 8000,
                                                     "node3": 32000})
     one_node = (("nodes", "1"),)
-    got = policy.choose(s, pending(99, 1, memory_mb=4000, hints=one_node), 1, free_of(s))
+    got = place(policy, s, pending(99, 1, memory_mb=4000, hints=one_node), 1, free_of(s))
     assert got is not None and s.gpus[got[0]].node != "node1"
-    two = policy.choose(s, pending(98, 2, memory_mb=20000, hints=one_node), 2, free_of(s))
+    two = place(policy, s, pending(98, 2, memory_mb=20000, hints=one_node), 2, free_of(s))
     assert two is not None and {s.gpus[g].node for g in two} == {"node3"}
-    split = policy.choose(s, pending(96, 2, memory_mb=16000, hints=(("nodes", "2"),)), 2,
+    split = place(policy, s, pending(96, 2, memory_mb=16000, hints=(("nodes", "2"),)), 2,
                           free_of(s))  # 8000 on each of two nodes: node2 and node3
     assert split is not None and {s.gpus[g].node for g in split} == {"node2", "node3"}
-    assert policy.choose(s, pending(97, 2, memory_mb=40000, hints=one_node), 2,
+    assert place(policy, s, pending(97, 2, memory_mb=40000, hints=one_node), 2,
                          free_of(s)) is None

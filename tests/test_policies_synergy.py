@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from _core_helpers import apply, cluster, free_of, pending, running, snapshot, started
+from _core_helpers import apply, cluster, free_of, pending, place, running, snapshot, started
 
 from blox_slurm import composition, loading
 from blox_slurm.model import Gpu, Node
@@ -31,7 +31,7 @@ def typed(shape, types: list[str]):
 
 def choose(policy, shape, jobs, want: int, **demand):
     s = snapshot(shape, jobs)
-    return policy.choose(s, pending(99, want, **demand), want, free_of(s))
+    return place(policy, s, pending(99, want, **demand), want)
 
 
 # --------------------------------------------------------------------------- stranding

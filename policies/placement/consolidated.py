@@ -3,10 +3,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from blox_slurm.abstractions import FreeGpus, first_gpus
+from blox_slurm.fit import on_fixed_nodes, required_nodes
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
-
-from ._types import allowed, on_fixed_nodes, required_nodes
 
 
 @register("placement", "consolidated")
@@ -32,7 +31,6 @@ class Consolidated:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
-        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         nodes = required_nodes(job)

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
 from blox_slurm.abstractions import FreeGpus, first_gpus
+from blox_slurm.fit import on_fixed_nodes, required_nodes
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
-
-from ._types import allowed, on_fixed_nodes, required_nodes
 
 
 @register("placement", "first_fit")
@@ -20,7 +19,6 @@ class FirstFit:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
-        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         nodes = required_nodes(job)

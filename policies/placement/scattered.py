@@ -3,10 +3,9 @@ from __future__ import annotations
 import heapq
 
 from blox_slurm.abstractions import FreeGpus
+from blox_slurm.fit import on_fixed_nodes, required_nodes
 from blox_slurm.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.registry import register
-
-from ._types import allowed, on_fixed_nodes, required_nodes
 
 
 @register("placement", "scattered")
@@ -26,7 +25,6 @@ class Scattered:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
-        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         nodes = required_nodes(job)

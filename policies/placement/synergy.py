@@ -26,10 +26,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from blox_slurm.abstractions import FreeGpus
+from blox_slurm.fit import required_nodes
 from blox_slurm.model import ClusterSnapshot, GpuId, Job, Node
 from blox_slurm.registry import register
-
-from ._types import allowed, required_nodes
 
 EPS = 1e-9  # shares are fractional CPUs/MB: tolerate float rounding in comparisons
 
@@ -82,7 +81,6 @@ class Synergy:
     def choose(
         self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
     ) -> tuple[GpuId, ...] | None:
-        free = allowed(snapshot, job, free)
         if count > free.count:
             return None
         fixed = required_nodes(job)

@@ -1,9 +1,11 @@
-"""Job constraints shared by the placement policies: GPU type and node count.
+"""What fits where: the filter the round engine applies before every placement, and the
+node-count shape placements honour.
 
-A job may require a GPU type: the user's ``gpu_type`` hint (Slurm ``--gres=gpu:v100:2``), or
-the type a heterogeneity-aware scheduler (Gavel) chose for it this round, which the round
-engine hands over as the same hint (see :func:`blox_slurm.round.decide`). Placements stay
-type-agnostic by drawing from :func:`allowed`, the free set narrowed to nodes of that type.
+The engine hands a placement policy only GPUs on nodes the job can use (:func:`allowed`): of
+its GPU type (the user's ``gpu_type`` hint, Slurm ``--gres=gpu:v100:2``, or the type a
+heterogeneity-aware scheduler such as Gavel chose for it this round, passed as
+``gpu_type``, never written into the job's hints), with its CPUs and memory free where the
+world counts them. A placement policy then only ranks what fits.
 
 A job may also be bound to an exact number of nodes: the ``nodes`` hint, set by the Slurm
 snapshot for a job that asked for GPUs *per node* (``--gres=gpu:N``; see
@@ -17,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from blox_slurm.abstractions import FreeGpus
-from blox_slurm.model import ClusterSnapshot, GpuId, Job
+from .abstractions import FreeGpus
+from .model import ClusterSnapshot, GpuId, Job
 
 HINT = "gpu_type"
 NODES = "nodes"
@@ -27,12 +29,14 @@ NODES = "nodes"
 NodeKey = Callable[[int, tuple[GpuId, ...]], object]
 
 
-def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus) -> FreeGpus:
-    """``free`` restricted to the nodes the job can use: of its required GPU type (compared
-    case-insensitively: Slurm gres names are lower case, node types may not be), and with its
-    per-node CPUs and memory free where the world counts them (:func:`per_node_needs`);
-    ``free`` itself when nothing narrows it. The result is a read-only view for placement."""
-    want = job.hint(HINT)
+def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus,
+            gpu_type: str | None = None) -> FreeGpus:
+    """``free`` restricted to the nodes the job can use: of ``gpu_type`` (the scheduler's
+    choice this round) or else its required GPU type (compared case-insensitively: Slurm
+    gres names are lower case, node types may not be), and with its per-node CPUs and memory
+    free where the world counts them (:func:`per_node_needs`); ``free`` itself when nothing
+    narrows it. The result is a read-only view for placement."""
+    want = gpu_type or job.hint(HINT)
     needs = per_node_needs(snapshot, job)
     if not want and not needs:
         return free
