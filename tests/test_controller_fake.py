@@ -89,16 +89,21 @@ def test_tiresias_preempts_and_every_preempted_job_comes_back(tmp_path: Path) ->
 
 @settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(jobs=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 10)), min_size=1, max_size=8),
+@given(jobs=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 10), st.sampled_from([1, 4, 8]),
+                               st.booleans()), min_size=1, max_size=8),
        composition=st.sampled_from(["fifo", "las", "tiresias", "srtf", "themis"]))
 def test_no_job_is_lost_and_no_gpu_given_twice(tmp_path_factory: pytest.TempPathFactory,
-                                               jobs: list[tuple[int, int]],
+                                               jobs: list[tuple[int, int, int, bool]],
                                                composition: str) -> None:
-    """Any workload, any of these compositions: every job completes, none stays held, and
-    Slurm never has a GPU, CPU or MB handed out twice (``FakeSlurm.check`` every step)."""
+    """Any workload, any of these compositions: every job completes and none stays held,
+    and no round hands a GPU to two jobs. Jobs ask for up to all 8 CPUs of a node, and
+    some are bound to one node (``--gres=gpu:N``), so where the controller places them
+    matters: a job pinned where its CPUs are taken waits, and only the controller's start
+    timeout gets it going again."""
     fake = FakeSlurm([(2, 4)])
-    ids = [fake.submit_job(gpus, runtime=30.0 * units, user=f"u{i % 2}")
-           for i, (gpus, units) in enumerate(jobs)]
+    ids = [fake.submit_job(gpus, runtime=30.0 * units, user=f"u{i % 2}", cpus=cpus,
+                           gpus_per_node=one_node)
+           for i, (gpus, units, cpus, one_node) in enumerate(jobs)]
     ctl = controller(fake, tmp_path_factory.mktemp("ctl"), composition)
     run_to_the_end(fake, ctl)
     assert [fake.jobs[j].job.state for j in ids] == ["COMPLETED"] * len(ids)

@@ -24,6 +24,7 @@ unsplit rest is never shown to the policy and never acted on.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from .client import SlurmJob
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+log = logging.getLogger("blox_slurm.arrays")
 #: Slurm's own MaxArraySize ceiling: a pending list longer than this is not Slurm's.
 MAX_TASKS = 4_000_001
 
@@ -88,8 +90,13 @@ def splits(jobs: Iterable[SlurmJob], window: int) -> list[Split]:
     for j in jobs:
         if not (j.unsplit_array and j.pending and j.held):
             continue
-        room = window - waiting[j.array_job_id]
-        tasks = task_ids(j.array_tasks)[:-1][:max(0, room)]
+        try:
+            pending = task_ids(j.array_tasks)
+        except ValueError:  # not Slurm's full list: left held and unsplit, and said
+            log.warning("array %d: cannot read its pending tasks %r; not split",
+                        j.array_job_id, j.array_tasks)
+            continue
+        tasks = pending[:-1][:max(0, window - waiting[j.array_job_id])]
         if tasks:
             out.append(Split(j.array_job_id, tuple(tasks)))
     return out

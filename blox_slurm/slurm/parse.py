@@ -15,7 +15,6 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from .arrays import task_ids
 from .client import GresAlloc, SlurmJob, SlurmNode
 
 # ---------------------------------------------------------------------------- hostlists
@@ -333,15 +332,12 @@ def _array(array_job_id: int, task_id: int | None, pending: str, throttle: int
     """The array fields of a job record. Slurm prints the pending tasks of a record that
     still holds several as ``0-7%2`` (the throttle after ``%``); a record holding one
     pending task is that task (``--array=5`` lists ``5`` with no task id), so it gets the
-    task id and no pending list."""
+    task id and no pending list. The list is not checked here: one that cannot be read (cut
+    short by ``SLURM_BITSTR_LEN``) leaves that array unsplit (see
+    :func:`blox_slurm.slurm.arrays.splits`), it does not fail the whole queue read."""
     tasks = pending.split("%", 1)[0]
     if task_id is None and tasks.isdigit():
         task_id, tasks = int(tasks), ""
-    elif tasks:
-        try:
-            task_ids(tasks)
-        except ValueError:
-            raise MalformedField("array_task_string", pending) from None
     return {"array_job_id": array_job_id, "array_task_id": task_id, "array_tasks": tasks,
             "array_max_tasks": throttle}
 

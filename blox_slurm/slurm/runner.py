@@ -43,7 +43,8 @@ _UNCERTAIN = re.compile(
     r"|Resource temporarily unavailable|Connection reset",
     re.I,
 )
-_JOB_ID = re.compile(r"(?:for job|job id|JobId=|job_id)\s*(\d+)", re.I)
+#: A plain job id in Slurm's error text; never the array part of an array task ("9_5").
+_JOB_ID = re.compile(r"(?:for job|job id|JobId=|job_id)\s*(\d+)(?![_\d])", re.I)
 
 
 def classify(stderr: str) -> Transience:
@@ -91,6 +92,9 @@ class Runner:
         env = dict(os.environ)
         if conf is not None:
             env["SLURM_CONF"] = conf
+        # squeue and scontrol cut an array's pending-task list at 64 bytes ("3,17,42,...")
+        # unless told otherwise; the controller must read every task it may split off.
+        env["SLURM_BITSTR_LEN"] = "0"
         self.env: Mapping[str, str] = env
         self.timeout = timeout
         self.retry = retry

@@ -246,10 +246,14 @@ class FakeSlurm:
         per_node = j.num_gpus // j.gpu_nodes if j.gpu_nodes else 0
         out: dict[str, list[int]] = {}
         left = j.num_gpus
+        # a node-bound job's share of CPUs and memory per node is known up front; a spread
+        # one needs a CPU on each node and is checked once its nodes are chosen
+        cpus, memory = _share(j, j.gpu_nodes) if j.gpu_nodes else (1, 0)
         for n in nodes:
             free = [i for i in range(n.gpus) if i not in n.used]
             want = per_node or min(left, len(free))
-            if n.drained or want == 0 or len(free) < want:
+            if (n.drained or want == 0 or len(free) < want or n.cpus - n.cpus_used < cpus
+                    or n.memory_mb - n.memory_used < memory):
                 if j.req_nodes:
                     return None  # pinned: every node it names must hold its share
                 continue

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from blox_slurm.slurm.arrays import Split, bracket, held_back, splits, task_ids
 from blox_slurm.slurm.cli_backend import CliBackend
 from blox_slurm.slurm.client import SlurmError, SlurmJob
-from blox_slurm.slurm.parse import MalformedField, job_from_json, job_from_scontrol
-from blox_slurm.slurm.runner import RetryPolicy, Runner
+from blox_slurm.slurm.parse import job_from_json, job_from_scontrol
+from blox_slurm.slurm.runner import RetryPolicy, Runner, failed_ids
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -54,9 +54,19 @@ def test_array_records_read_alike_on_every_version(version: str) -> None:
     assert plain.array_job_id == 0 and plain.ref == str(plain.job_id)
 
 
-def test_a_pending_task_list_slurm_would_never_print_is_a_malformed_field() -> None:
-    with pytest.raises(MalformedField, match="array_task_string"):
-        job_from_json(record("22.05", array_job_id=9, array_task_string="0-x"))
+def test_a_task_list_cut_short_leaves_its_array_unsplit_not_the_read_failed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """squeue cuts a long list ("3,17,42,...") unless SLURM_BITSTR_LEN=0 (the runner sets
+    it); one such array, in any partition, used to fail every round's queue read."""
+    cut = job_from_json(record("22.05", array_job_id=9, array_task_string="3,17,42,..."))
+    assert cut.unsplit_array
+    held = replace(cut, state="PENDING", priority=0, reason="JobHeldAdmin")
+    assert splits([held], window=4) == [] and "cannot read its pending tasks" in caplog.text
+    assert Runner().env["SLURM_BITSTR_LEN"] == "0"
+
+
+def test_an_error_naming_a_task_is_not_read_as_the_arrays_own_job() -> None:
+    assert failed_ids("Invalid job id specified for job 9_5\nfor job 12") == (12,)
 
 
 def test_scontrol_lines_carry_the_same_array_fields() -> None:
