@@ -190,8 +190,9 @@ class Applier:
                 jobs = {j.job_id: j for j in self.client.list_jobs(self.partitions)}
             except SlurmError:
                 continue
-            left = {i for i in left if i in jobs and jobs[i].state in ("RUNNING", "COMPLETING")
-                    and jobs[i].active}
+            # SIGNALING: the signal is still being delivered, the job has not stopped yet
+            left = {i for i in left if i in jobs
+                    and (jobs[i].active or jobs[i].state == "SIGNALING")}
         return sorted(left)
 
     def _batched(self, verb: str, ids: Sequence[int],

@@ -14,14 +14,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
 
-#: Slurm job states in which a job still holds (or is about to hold) its GPUs for work.
-ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED"})
-#: ... and those in which it waits. SPECIAL_EXIT: requeued held by ``RequeueExitHold``.
+#: Slurm job states in which a job still holds (or is about to hold) its GPUs for work
+#: (STOPPED: SIGSTOPped, its allocation kept, like SUSPENDED).
+ACTIVE_STATES = frozenset({"RUNNING", "CONFIGURING", "SUSPENDED", "STOPPED"})
+#: ... and those in which it waits. SPECIAL_EXIT: requeued held by ``RequeueExitHold``;
+#: RESV_DEL_HOLD: held because its reservation was deleted.
 PENDING_STATES = frozenset(
-    {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"}
+    {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
 )
-#: ... those of a run not over yet (COMPLETING: ending, its allocation still held) ...
-IN_RUN_STATES = ACTIVE_STATES | {"COMPLETING"}
+#: ... those of a run not over yet (COMPLETING: ending, its allocation still held;
+#: SIGNALING: being signalled on its way out; STAGE_OUT: its burst buffer staging out).
+#: Slurm names a job by such a flag over its base state: read as ended, a job being
+#: signalled would get a run end the store then has to take back.
+IN_RUN_STATES = ACTIVE_STATES | {"COMPLETING", "SIGNALING", "STAGE_OUT"}
 #: ... and every state of a job still in the queue.
 QUEUED_STATES = PENDING_STATES | IN_RUN_STATES
 

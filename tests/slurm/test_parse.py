@@ -312,3 +312,19 @@ def test_plan_refuses_to_pin_a_single_node_job_over_two_nodes() -> None:
     assert not plan.empty
     one = make_plan(managed, Decisions(start=(Start(3, (4, 5)),)), snap)
     assert one.release == {("node2",): (3,)} and one.refused == {}
+
+
+@pytest.mark.parametrize(("words", "queued", "in_run", "active"), [
+    (["RUNNING", "SIGNALING"], True, True, False),  # being signalled on its way out
+    (["COMPLETED", "STAGE_OUT"], True, True, False),
+    (["PENDING", "RESV_DEL_HOLD"], True, False, False),
+    (["RUNNING", "STOPPED"], True, True, True),
+    (["CANCELLED"], False, False, False),
+])
+def test_every_job_state_flag_slurm_prints_has_a_place(words: list[str], queued: bool,
+                                                        in_run: bool, active: bool) -> None:
+    """A flag Slurm names a job by (its ``job_state_string``) used to read as "ended" unless
+    listed: the store then recorded a run end for a job still running."""
+    raw = {**_squeue()[min(_squeue())], "job_state": words}
+    job = job_from_json(raw)
+    assert (job.queued, job.in_run, job.active) == (queued, in_run, active), job.state
