@@ -302,7 +302,9 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
         nodes=nodes,
         gpu_alloc=alloc,
         cpus=cpus,
-        memory_mb=_num(j, "memory_per_node") * node_count or _num(j, "memory_per_cpu") * cpus,
+        memory_mb=(mem_per_gpu(_text(j, "memory_per_tres")) * num_gpus
+                   or _num(j, "memory_per_node") * node_count
+                   or _num(j, "memory_per_cpu") * cpus),
         submit_time=_time(j, "submit_time"),
         start_time=_time(j, "start_time"),
         end_time=_time(j, "end_time"),
@@ -320,6 +322,17 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
         **_array(_num(j, "array_job_id"), _optional_num(j, "array_task_id"),
                  _text(j, "array_task_string"), _num(j, "array_max_tasks")),
     )
+
+
+def mem_per_gpu(text: str) -> int:
+    """MB per GPU from Slurm's memory-per-TRES (``--mem-per-gpu``: ``gres:gpu:3072``,
+    ``gres/gpu:3072``); 0 when it gives none. With it, Slurm still shows a default
+    ``memory_per_cpu``: the per-GPU figure is the one it allocates."""
+    for item in text.split(","):
+        name, _, mb = item.rpartition(":")
+        if name.replace("/", ":").split(":")[:2] == ["gres", "gpu"] and mb.isdigit():
+            return int(mb)
+    return 0
 
 
 def _optional_num(d: Mapping[str, Any], key: str) -> int | None:
@@ -466,8 +479,9 @@ def _scontrol_fields(line: str) -> ParsedJob:
         num_gpus = sum(a.count for a in alloc.values())
     mem = f.get("MinMemoryNode") or ""
     mem_cpu = f.get("MinMemoryCPU") or ""
-    memory_mb = (parse_mem_mb(mem) * num_nodes if mem
-                 else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0)
+    memory_mb = (mem_per_gpu(_null(f.get("MemPerTres", ""))) * num_gpus
+                 or (parse_mem_mb(mem) * num_nodes if mem
+                     else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0))
     return ParsedJob(
         job_id=int(f["JobId"]),
         name=f.get("JobName", ""),

@@ -328,3 +328,19 @@ def test_every_job_state_flag_slurm_prints_has_a_place(words: list[str], queued:
     raw = {**_squeue()[min(_squeue())], "job_state": words}
     job = job_from_json(raw)
     assert (job.queued, job.in_run, job.active) == (queued, in_run, active), job.state
+
+
+def test_memory_per_gpu_is_what_slurm_allocates() -> None:
+    """``--mem-per-gpu=3G`` with 2 GPUs: Slurm allocates 6 GB (TRES mem=6G) while squeue
+    still shows the default memory_per_cpu (22.05, read from the emulator)."""
+    raw = {**_squeue()[min(_squeue())], "memory_per_tres": "gres:gpu:3072",
+           "memory_per_cpu": 4096, "memory_per_node": None}
+    job = job_from_json(raw)
+    assert job.memory_mb == 3072 * job.num_gpus
+    assert job_from_json({**raw, "memory_per_tres": "gres/gpu:1024"}).memory_mb == \
+        1024 * job.num_gpus
+    assert job_from_json({**raw, "memory_per_tres": ""}).memory_mb == 4096 * job.cpus
+    line = ("JobId=5 JobName=w UserId=bob(1) Priority=0 JobState=PENDING Reason=None "
+            "Partition=blox NumNodes=1 NumCPUs=1 NumTasks=1 TresPerNode=gres:gpu:2 "
+            "MinMemoryCPU=4G MemPerTres=gres:gpu:2048")
+    assert job_from_scontrol(line).memory_mb == 2 * 2048
