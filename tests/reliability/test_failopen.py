@@ -134,12 +134,19 @@ def test_failopen_then_takeover(clean_queue: ManagedWorld, tmp_path: Path) -> No
 
     # ------------------------------------------------------------------ no double actions
     per_job: Counter[tuple[str, str]] = Counter()
+    pins: list[str] = []
     for row in ctl.store.db.query("SELECT verb, ids, ok FROM actions WHERE rowid > ?",
                                   [actions_before]):
         assert row["ok"], row
         for i in json.loads(row["ids"]):
             per_job[(names.get(i, str(i)), row["verb"].split()[0])] += 1
-    assert per_job == {("F2", "hold"): 1, ("F2", "pin"): 1, ("F2", "release"): 1}, per_job
+            pins += [row["verb"]] if row["verb"].startswith("pin ") else []
+    # F2 is held once and released once. Released to a node still completing its last job,
+    # it may wait a round (26.05 shows ReqNodeNotAvail for seconds) and be re-pinned where
+    # the next round puts it: a move, never the same pin twice.
+    pinned = per_job.pop(("F2", "pin"), 0)
+    assert per_job == {("F2", "hold"): 1, ("F2", "release"): 1}, per_job
+    assert pinned >= 1 and all(a != b for a, b in zip(pins, pins[1:], strict=False)), pins
     for job_id, job in fake.items():  # every job finished exactly once, nothing repeated
         progress = world.progress(job_id, job.user)
         assert progress is not None and progress["iteration"] == job.iterations, names[job_id]
