@@ -326,13 +326,10 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
 
 def mem_per_gpu(text: str) -> int:
     """MB per GPU from Slurm's memory-per-TRES (``--mem-per-gpu``: ``gres:gpu:3072``,
-    ``gres/gpu:3072``); 0 when it gives none. With it, Slurm still shows a default
-    ``memory_per_cpu``: the per-GPU figure is the one it allocates."""
-    for item in text.split(","):
-        name, _, mb = item.rpartition(":")
-        if name.replace("/", ":").split(":")[:2] == ["gres", "gpu"] and mb.isdigit():
-            return int(mb)
-    return 0
+    ``gres/gpu:3072``, read as a GRES count); 0 when it gives none. With it, Slurm still
+    shows a default ``memory_per_cpu``: the per-GPU figure is the one it allocates."""
+    g = parse_gres(text) if text else None
+    return g.count if g is not None else 0
 
 
 def _optional_num(d: Mapping[str, Any], key: str) -> int | None:
