@@ -121,12 +121,15 @@ class Controller:
         now = self.clock()
         if not self.cfg.dry_run:
             write_heartbeat(self.cfg.heartbeat, now)
-        try:
-            listed = self._split_arrays(rid, listed)
-        except SlurmError as exc:
-            return self._failed(rid, started, calls0, f"observe: {exc}")
-        managed = {k: j for k, j in self.managed_jobs([j for j in listed if j.queued]).items()
-                   if not j.unsplit_array}  # the policy sees array tasks, never the rest
+        managed = self.managed_jobs([j for j in listed if j.queued])
+        if self._split_arrays(rid, managed):  # new job records: read the queue again
+            try:
+                listed = self.client.list_jobs(self.cfg.partitions, finished=True)
+            except SlurmError as exc:
+                return self._failed(rid, started, calls0, f"observe: {exc}")
+            managed = self.managed_jobs([j for j in listed if j.queued])
+        # the policy sees array tasks, never an array's unsplit rest
+        managed = {k: j for k, j in managed.items() if not j.unsplit_array}
         self.store.observe(now, [_observed(j) for j in managed.values()],
                            {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active},
                            {j.job_id: run for j in listed if (run := j.ended_run) is not None})
@@ -153,21 +156,21 @@ class Controller:
             self._after_apply(plan, applier.refused_starts)
         return self._finished(rid, started, calls0, snapshot, d, plan, applier.failures)
 
-    def _split_arrays(self, rid: int, listed: list[SlurmJob]) -> list[SlurmJob]:
+    def _split_arrays(self, rid: int, managed: Mapping[int, SlurmJob]) -> bool:
         """Give the next tasks of every held array their own job records (see
-        :mod:`blox_slurm.slurm.arrays`) and read the queue again: one call per array and a
-        second read, only in rounds that act. An array Slurm was left to run (submitted while
-        the cluster failed open) is held whole first, as the plan holds any such job; its
-        tasks already running stay the policy's to keep or preempt. A verb Slurm refuses is
-        in the audit and tried again next round."""
+        :mod:`blox_slurm.slurm.arrays`): one call per array, and the caller reads the queue
+        again, only in rounds that act (True). An array Slurm was left to run (submitted
+        while the cluster failed open) is held whole first, as the plan holds any such job;
+        its tasks already running stay the policy's to keep or preempt. A verb Slurm refuses
+        is in the audit and tried again next round."""
         if self.cfg.dry_run:
-            return listed
-        arrays = self.managed_jobs([j for j in listed if j.pending])
+            return False
+        pending = [j for j in managed.values() if j.pending]
         todo = [(f"split {bracket(s.tasks)}", s.array_job_id,
                  partial(self.client.split_array, s.array_job_id, s.tasks))
-                for s in splits(arrays.values(), self.cfg.array_window)]
+                for s in splits(pending, self.cfg.array_window)]
         todo += [("hold", j.job_id, partial(self.client.hold, [j.job_id]))
-                 for j in arrays.values() if j.unsplit_array and not j.held]
+                 for j in pending if j.unsplit_array and not j.held]
         for verb, array_id, act in todo:
             try:
                 act()
@@ -175,7 +178,7 @@ class Controller:
                 self.store.record_action(rid, verb, [array_id], False, str(exc))
             else:
                 self.store.record_action(rid, verb, [array_id], True)
-        return self.client.list_jobs(self.cfg.partitions, finished=True) if todo else listed
+        return bool(todo)
 
     def _after_apply(self, plan: Plan, refused: Mapping[int, str]) -> None:
         now = self.clock()
