@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter
 
@@ -44,6 +44,14 @@ from .model import ClusterSnapshot, Decisions, Job, Start
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id = attrgetter("admitted"), attrgetter("id")
 
+
+
+def _place(comp: Composition, snapshot: ClusterSnapshot, types: Mapping[int, str], job: Job,
+           count: int, pool: FreeGpus) -> tuple[int, ...] | None:
+    """Placement's choice for ``job`` among the GPUs of ``pool`` it can use (the filter
+    stage, :func:`blox_slurm.fit.allowed`, with the type its scheduler chose)."""
+    return comp.placement.choose(snapshot, job, count,
+                                 allowed(snapshot, job, pool, types.get(job.id)))
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
@@ -82,13 +90,10 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     for job in forced.values():
         free.give(job.gpus)
 
-    placement, preemption = comp.placement, comp.preemption
+    preemption = comp.preemption
 
     def place(job: Job, count: int, pool: FreeGpus) -> tuple[int, ...] | None:
-        """Placement's choice for ``job`` among the GPUs of ``pool`` it can use (the filter
-        stage, :func:`blox_slurm.fit.allowed`, with the type its scheduler chose)."""
-        return placement.choose(snapshot, job, count, allowed(snapshot, job, pool,
-                                                              types.get(job.id)))
+        return _place(comp, snapshot, types, job, count, pool)
     # Only pending jobs need work; running ones keep their GPUs unless preempted. Walking the
     # pending positions alone keeps a round cheap when hundreds of jobs run.
     pending_pos = [i for i, j in enumerate(order) if not j.gpus]
@@ -267,15 +272,13 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
     queue = [j for j in pending if j.admitted or j.id in admitted]
     schedule = comp.scheduling.order(snapshot, queue)
     alloc, types = schedule.gpus, schedule.types
-    placement = comp.placement
     free = FreeGpus.of(snapshot, view.unschedulable)
     starts: list[Start] = []
     for job in schedule.order:
         want = alloc.get(job.id, job.num_gpus)
         if want > free.count:
             return None
-        gpus = placement.choose(snapshot, job, want,
-                                allowed(snapshot, job, free, types.get(job.id)))
+        gpus = _place(comp, snapshot, types, job, want, free)
         if gpus is None:
             return None
         free.take(gpus)
