@@ -19,10 +19,8 @@ the real ``blox-slurm handback --if-stale`` CLI):
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -30,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _store import store_rows
 from _wait import wait_for
 from conftest import LEASE, write_controller_toml
 
@@ -190,8 +189,5 @@ def test_item14_a_clean_stop_fails_open_at_once(clean_queue: ManagedWorld,
 
 
 def _round_finished(store: Path) -> bool:
-    if not store.exists():
-        return False
-    with contextlib.closing(sqlite3.connect(store)) as db:
-        return db.execute("SELECT 1 FROM rounds WHERE finished IS NOT NULL AND error = ''"
-                          ).fetchone() is not None
+    return bool(store_rows(store, "SELECT 1 FROM rounds WHERE finished IS NOT NULL "
+                                  "AND error = ''"))

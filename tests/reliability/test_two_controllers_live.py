@@ -5,15 +5,14 @@ the same jobs to different nodes). Real ``blox-slurm run`` processes on the emul
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _store import store_rows
 from _wait import wait_for
 from conftest import write_controller_toml
 
@@ -23,10 +22,8 @@ pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 
 
 def count(store: Path, sql: str) -> int:
-    if not store.exists():
-        return 0
-    with contextlib.closing(sqlite3.connect(store)) as db:
-        return int(db.execute(sql).fetchone()[0])
+    rows = store_rows(store, sql)
+    return int(rows[0][0]) if rows else 0
 
 
 def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
@@ -52,9 +49,8 @@ def test_item12_one_controller_acts_the_other_stands_by_then_takes_over(
             return set(ids) <= {j.job_id for j in world.client().list_jobs() if j.active}
 
         def seen() -> str:  # on a timeout: what the active controller's rounds said
-            with contextlib.closing(sqlite3.connect(stores[0])) as db:
-                errors = db.execute("SELECT error FROM rounds WHERE error != '' ORDER BY id "
-                                    "DESC LIMIT 3").fetchall()
+            errors = store_rows(stores[0], "SELECT error FROM rounds WHERE error != '' "
+                                           "ORDER BY id DESC LIMIT 3")
             return (f"the active controller to start job {first}: jobs "
                     f"{[(j.job_id, j.state, j.reason) for j in world.client().list_jobs()]}, "
                     f"last round errors {errors}, log {logs[0].read_text()[-500:]!r}")
