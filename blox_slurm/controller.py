@@ -58,6 +58,7 @@ class RoundReport:
     slurm_calls: int
     failures: int
     error: str = ""
+    deferred: tuple[int, ...] = ()  # moved jobs stopped but not yet restarted (see Applier)
 
 
 def user_held(job: SlurmJob) -> bool:
@@ -141,7 +142,8 @@ class Controller:
         d = decide(snapshot, self.comp, explain=True)
         drained = frozenset(n.name for n in nodes if n.draining)
         plan = make_plan(managed, d, snapshot, drained)
-        gpu_nodes = {s.job_id: sorted({snapshot.gpus[g].node for g in s.gpus}) for s in d.start}
+        gpu_nodes = {s.job_id: sorted({snapshot.gpus[g].node for g in s.gpus})
+                     for s in d.placed}
         self.store.record_decisions(rid, d, plan.hold, gpu_nodes)
         self.store.update_policy_state(d.admit, d.marks,
                                        {j: r for r, j in enumerate(d.order)},
@@ -153,8 +155,8 @@ class Controller:
             partitions=self.cfg.partitions)
         applier.apply(plan)
         if not self.cfg.dry_run:
-            self._after_apply(plan, applier.refused_starts)
-        return self._finished(rid, started, calls0, snapshot, d, plan, applier.failures)
+            self._after_apply(plan, applier)
+        return self._finished(rid, started, calls0, snapshot, d, plan, applier)
 
     def _split_arrays(self, rid: int, managed: Mapping[int, SlurmJob]) -> bool:
         """Give the next tasks of every held array their own job records (see
@@ -180,12 +182,14 @@ class Controller:
                 self.store.record_action(rid, verb, [array_id], True)
         return bool(todo)
 
-    def _after_apply(self, plan: Plan, refused: Mapping[int, str]) -> None:
+    def _after_apply(self, plan: Plan, applier: Applier) -> None:
         now = self.clock()
         if plan.preempt:
             self.store.note_preempted(plan.preempt, now)
         repinned = (j for ids in plan.repin.values() for j in ids)
-        self.watch.released((j for j in (*plan.released, *repinned) if j not in refused), now)
+        refused = applier.refused_starts
+        self.watch.released((j for j in (*plan.released, *repinned, *applier.restarted)
+                             if j not in refused), now)
         self.watch.refused(refused, now)
 
     def misconfigured(self, nodes: list[SlurmNode]) -> str | None:
@@ -229,7 +233,7 @@ class Controller:
         return tuple(out)
 
     def _finished(self, rid: int, started: float, calls0: int, snap: ClusterSnapshot,
-                  d: Decisions, plan: Plan, failures: int) -> RoundReport:
+                  d: Decisions, plan: Plan, applier: Applier) -> RoundReport:
         seconds = self.clock() - started
         pending = sum(1 for j in snap.jobs if not j.running)
         calls = self.client.calls - calls0
@@ -245,7 +249,9 @@ class Controller:
         m.inc("blox_rounds_total", help="Scheduling rounds run")
         m.inc("blox_decisions_total", {"kind": "start"}, len(d.start))
         m.inc("blox_decisions_total", {"kind": "preempt"}, len(plan.preempt))
-        m.inc("blox_actions_failed_total", value=failures, help="Slurm verbs that failed")
+        m.inc("blox_decisions_total", {"kind": "move"}, len(d.move))
+        m.inc("blox_actions_failed_total", value=applier.failures,
+              help="Slurm verbs that failed")
         m.set("blox_queue_length", pending, help="Managed jobs waiting")
         m.set("blox_running_jobs", len(snap.jobs) - pending)
         m.set("blox_round_seconds", seconds)
@@ -256,7 +262,8 @@ class Controller:
             m.set("blox_gpu_utilization_percent",
                   sum(s.utilization for s in snap.telemetry) / len(snap.telemetry))
         return RoundReport(rid, started, seconds, len(snap.jobs), pending,
-                           len(snap.jobs) - pending, d, plan, calls, failures)
+                           len(snap.jobs) - pending, d, plan, calls, applier.failures,
+                           deferred=tuple(applier.deferred))
 
     def _failed(self, rid: int, started: float, calls0: int, error: str) -> RoundReport:
         log.warning("round %d failed: %s", rid, error)
@@ -306,8 +313,7 @@ class Controller:
             if report is not None and on_round is not None:
                 on_round(report)
             period = self.cfg.round_seconds
-            followup = (not followup and not self.cfg.dry_run and report is not None
-                        and restarts_deferred(report))
+            followup = not followup and report is not None and bool(report.deferred)
             if followup and self.cfg.followup_seconds > 0:
                 period = min(period, self.cfg.followup_seconds)
             stop.wait(max(0.0, period - (time.monotonic() - t0)))
@@ -338,16 +344,6 @@ class Controller:
             log.exception("round crashed; continuing")
             self.metrics.inc("blox_round_errors_total")
             return None
-
-
-def restarts_deferred(report: RoundReport) -> bool:
-    """Whether the round stopped jobs its decisions also start elsewhere (a move, a victim
-    restarted): those starts wait for a round that sees the jobs pending."""
-    d, plan = report.decisions, report.plan
-    if d is None or plan is None or not plan.preempt or report.error:
-        return False
-    stopped = set(plan.preempt)
-    return any(s.job_id in stopped for s in d.start)
 
 
 def _observed(j: SlurmJob) -> Observed:

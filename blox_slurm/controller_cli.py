@@ -220,7 +220,7 @@ def register(app: typer.Typer) -> None:
                 "GROUP BY d.job_id"))
             preempts = store.db.execute(
                 "SELECT COUNT(*) FROM decisions d JOIN rounds r ON r.id = d.round_id "
-                "WHERE d.kind = 'preempt' AND r.dry_run = 1").fetchone()[0]
+                "WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 1").fetchone()[0]
             diffs = [r["first_start"] - r["policy_start"] for r in rows
                      if r["first_start"] is not None]
             summary = {

@@ -34,9 +34,9 @@ class ControllerConfig(BaseModel):
     # finite and bounded: an infinite lease never goes stale (no fail-open), and a huge round
     # overflows Event.wait in the daemon loop
     round_seconds: float = Field(default=30.0, gt=0, le=86400, allow_inf_nan=False)
-    # A round that stopped jobs it also wants started elsewhere (a move, a victim restarted)
-    # can only requeue them: Slurm still shows them running. The next round, this many
-    # seconds later instead of round_seconds, places them. 0: wait a whole round.
+    # A moved job (another GPU type, a victim restarted elsewhere) that Slurm did not show
+    # pending within grace_seconds of its requeue is left held: the next round, this many
+    # seconds later instead of round_seconds, places it. 0: wait a whole round.
     followup_seconds: float = Field(default=3.0, ge=0, le=86400, allow_inf_nan=False)
     dry_run: bool = False
     store: str = "/var/lib/blox-slurm/state.db"

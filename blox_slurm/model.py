@@ -203,8 +203,30 @@ def build_cluster(groups: list[tuple[str, int, int]], prefix: str = "node") -> t
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """A waiting job starts on ``gpus``."""
+
     job_id: int
     gpus: tuple[GpuId, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A running job is checkpointed and waits: stopped so that ``for_job`` (ranked higher)
+    can run, or, with ``for_job`` None, by the cluster manager."""
+
+    job_id: int
+    for_job: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """A running job is checkpointed and restarted on ``gpus`` in the same round: to the GPU
+    type its scheduler chose (``for_job`` None), or, stopped so that ``for_job`` can run, on
+    GPUs left over. A world carries it out as a stop and a start of the same job."""
+
+    job_id: int
+    gpus: tuple[GpuId, ...]
+    for_job: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,14 +239,18 @@ class Drain:
 class Decisions:
     """What one round wants the world to do. Worlds apply it; they never reinterpret it.
 
+    ``start`` starts waiting jobs, ``stop`` checkpoints running ones that then wait, ``move``
+    checkpoints running ones and restarts them elsewhere at once: the three never share a job.
     ``order`` ranks every admitted job the scheduler saw, highest priority first: Slurm maps it
     to ``Priority=`` for the jobs that must still wait. ``reasons`` (only filled when
-    ``decide(..., explain=True)``) says why each job that does not run is waiting.
+    ``decide(..., explain=True)``) says why each job that does not run is waiting, and why
+    each stopped or moved one was.
     """
 
     admit: tuple[int, ...] = ()
     start: tuple[Start, ...] = ()
-    preempt: tuple[int, ...] = ()
+    stop: tuple[Stop, ...] = ()
+    move: tuple[Move, ...] = ()
     order: tuple[int, ...] = ()
     drain: tuple[Drain, ...] = ()
     flag: tuple[tuple[int, str], ...] = ()  # jobs a policy reports without acting (dry-run)
@@ -233,5 +259,16 @@ class Decisions:
     composition: str = ""  # the composition that decided (a synthesizer's current candidate)
 
     @property
+    def preempt(self) -> tuple[int, ...]:
+        """Every job this round checkpoints: the stopped and the moved ones."""
+        return (*(s.job_id for s in self.stop), *(m.job_id for m in self.move))
+
+    @property
+    def placed(self) -> tuple[Start, ...]:
+        """Every job this round puts on GPUs: the started and the moved ones, where to."""
+        return (*self.start, *(Start(m.job_id, m.gpus) for m in self.move))
+
+    @property
     def empty(self) -> bool:
-        return not (self.admit or self.start or self.preempt or self.drain or self.marks)
+        return not (self.admit or self.start or self.stop or self.move or self.drain
+                    or self.marks)

@@ -7,13 +7,16 @@ The engine walks the scheduler's priority order once:
   chose a GPU type for it (``Schedule.types``) other than the one it runs on: then, at its
   rank, it *moves* there if placement finds it room on free GPUs of that type, or on those
   of lower-ranked jobs that are leaving the type themselves (a swap; jobs that stay are never
-  stopped for a move). A move is a preemption and a start of the same job in one decision
-  (its old GPUs are free for the jobs ranked below); each world carries it out as a
+  stopped for a move). A move is its own decision (``Decisions.move``: the job and its new
+  GPUs; its old GPUs are free for the jobs ranked below); each world carries it out as a
   checkpoint and a restart on the new GPUs;
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
   backfills, otherwise the walk stops starting jobs (strict order);
+* every step writes what it decides to a :class:`~blox_slurm.ledger.Ledger` (starts, stops
+  and for whom, spared victims, moves, who did not fit, the strict-order blocker): the
+  ``Decisions`` and the ``explain`` reasons are two readings of it;
 * placement only ever sees the GPUs a job can use (:func:`blox_slurm.fit.allowed`: its GPU
   type, or the one its scheduler chose this round in ``Schedule.types``, and nodes with its
   CPUs and memory free), so every placement policy honours them unchanged.
@@ -36,9 +39,10 @@ from collections.abc import Collection, Mapping, Sequence
 from itertools import filterfalse
 from operator import attrgetter
 
-from .abstractions import ClusterView, FreeGpus
+from .abstractions import ClusterView, FreeGpus, Schedule
 from .composition import Composition
 from .fit import allowed
+from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.
@@ -56,19 +60,15 @@ def _place(comp: Composition, snapshot: ClusterSnapshot, types: Mapping[int, str
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
            rank_all: bool = True) -> Decisions:
-    """The round's decisions. ``explain`` fills ``Decisions.reasons``. ``rank_all=False`` is
-    for a world that never reads ``Decisions.order`` (the simulator): the engine may then rank
-    only the pending jobs (see :func:`_pending_only`), and ``order`` lists just those."""
+    """The round's decisions. ``explain`` fills ``Decisions.reasons`` from the round's ledger
+    (it changes nothing else). ``rank_all=False`` is for a world that never reads
+    ``Decisions.order`` (the simulator): the engine may then rank only the pending jobs (see
+    :func:`_pending_only`), and ``order`` lists just those."""
     comp = comp.for_round(snapshot)
     view = comp.cluster.manage(snapshot)
-    forced: dict[int, Job] = {}
-    if view.preempt:
-        wanted_out = set(view.preempt)
-        forced = {j.id: j for j in snapshot.jobs if j.running and j.id in wanted_out}
-
-    jobs = snapshot.jobs
+    forced = _forced(snapshot, view)
     pending: Sequence[Job] = (snapshot.pending if snapshot.pending is not None
-                              else [j for j in jobs if not j.gpus])  # gpus <=> running
+                              else [j for j in snapshot.jobs if not j.gpus])  # gpus <=> running
     waiting = list(filterfalse(_admitted, pending))
     admit = tuple(comp.admission.admit(snapshot, waiting)) if waiting else ()
     admitted = set(admit)
@@ -76,185 +76,190 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         quick = _pending_only(snapshot, comp, view, pending, admit, admitted)
         if quick is not None:
             return quick
-    if not forced and len(admitted) == len(waiting):
-        active: Sequence[Job] = jobs  # the common case: everyone is in the scheduler's view
-    else:
-        active = [j for j in jobs
-                  if (j.admitted or j.gpus or j.id in admitted) and j.id not in forced]
-    schedule = comp.scheduling.order(snapshot, active)
-    order = schedule.order
-    alloc = schedule.gpus
-    types = schedule.types
-
+    schedule = comp.scheduling.order(snapshot, _active(snapshot.jobs, len(waiting), admitted,
+                                                        forced))
     free = FreeGpus.of(snapshot, view.unschedulable)
     for job in forced.values():
         free.give(job.gpus)
+    ledger = Ledger(forced=tuple(forced))
+    _Walk(snapshot, comp, schedule, free, ledger).run()
+    start, stop, move = ledger.decisions()
+    reasons = ledger.reasons(schedule.order, schedule.gpus, schedule.types,
+                             [j.id for j in waiting if j.id not in admitted],
+                             comp.config.get("admission", {}).get("policy", "")
+                             ) if explain else {}
+    return Decisions(admit=admit, start=start, stop=stop, move=move,
+                     order=tuple(map(_id, schedule.order)), drain=view.drain, flag=view.flag,
+                     marks=schedule.marks, reasons=reasons, composition=comp.name)
 
-    preemption = comp.preemption
 
-    def place(job: Job, count: int, pool: FreeGpus) -> tuple[int, ...] | None:
-        return _place(comp, snapshot, types, job, count, pool)
-    # Only pending jobs need work; running ones keep their GPUs unless preempted. Walking the
-    # pending positions alone keeps a round cheap when hundreds of jobs run.
-    pending_pos = [i for i, j in enumerate(order) if not j.gpus]
-    n_running = len(order) - len(pending_pos)
-    walk = pending_pos
-    leaving: set[int] = set()  # running jobs the scheduler wants on another type
-    if types:  # they take part in the walk
-        gpus_ = snapshot.gpus
-        # Types compare case-insensitively, as placement matches them (Slurm's gres names
-        # are lower case, node types may not be): "v100" on a "V100" GPU is not a move.
-        move_pos = [i for i, j in enumerate(order) if j.gpus and j.id in types
-                    and any(gpus_[g].type.casefold() != types[j.id].casefold()
-                            for g in j.gpus)]
-        if move_pos:
-            walk = sorted(pending_pos + move_pos)
-            leaving = {order[i].id for i in move_pos}
-    running: list[Job] | None = None  # running jobs in rank order, built on first need
-    running_pos: list[int] = []
-    rank: dict[int, int] = {}  # running job id -> its position in the order
-    preempted: dict[int, int] = {}  # victim id -> job it made room for
-    moved: list[int] = []  # running jobs moved to the type the scheduler chose
-    restarted: set[int] = set()  # victims restarted on GPUs left over in the round
-    victims_due: list[tuple[int, Job]] = []  # (rank position, victim): re-checked in rank order
-    starts: list[Start] = []
-    reasons: dict[int, str] = {}
-    blocker: Job | None = None
+def _forced(snapshot: ClusterSnapshot, view: ClusterView) -> dict[int, Job]:
+    """The running jobs the cluster manager stops before the walk."""
+    if not view.preempt:
+        return {}
+    wanted_out = set(view.preempt)
+    return {j.id: j for j in snapshot.jobs if j.running and j.id in wanted_out}
 
-    spare = preemption.spares_victims  # Blox (minimize = false) stops every victim it tried
 
-    def restart(job: Job) -> bool:
-        """Start running ``job`` again at its size on free GPUs (a move, or a victim's restart
-        on GPUs left over), if placement finds them."""
-        n = len(job.gpus)
-        gpus = place(job, n, free) if n <= free.count else None
+def _active(jobs: Sequence[Job], n_waiting: int, admitted: Collection[int],
+            forced: Collection[int]) -> Sequence[Job]:
+    """The jobs the scheduler ranks: admitted (before or now) or running, less those the
+    cluster manager stops."""
+    if not forced and len(admitted) == n_waiting:
+        return jobs  # the common case: everyone is in the scheduler's view
+    return [j for j in jobs if (j.admitted or j.gpus or j.id in admitted) and j.id not in forced]
+
+
+class _Walk:
+    """One walk over the scheduler's order, and the steps a rank can take: place, make room,
+    relocate, spare victims. Each step writes what it decides to the ledger; the free-GPU
+    pool is the walk's working copy (the snapshot's is never touched)."""
+
+    def __init__(self, snapshot: ClusterSnapshot, comp: Composition, schedule: Schedule,
+                 free: FreeGpus, ledger: Ledger) -> None:
+        self.snapshot, self.comp, self.free, self.ledger = snapshot, comp, free, ledger
+        self.order, self.types, self.alloc = schedule.order, schedule.types, schedule.gpus
+        self.preemption = comp.preemption
+        self.spare = comp.preemption.spares_victims  # Blox (minimize = false) stops them all
+        self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
+        self._running: list[Job] | None = None  # running jobs in rank order, on first need
+        self._running_pos: list[int] = []
+        self._rank: dict[int, int] = {}  # running job id -> its position in the order
+
+    def place(self, job: Job, count: int) -> tuple[int, ...] | None:
+        return _place(self.comp, self.snapshot, self.types, job, count, self.free)
+
+    def run(self) -> None:
+        """Walk the pending jobs and the running ones the scheduler wants on another type,
+        in rank order (running ones keep their GPUs otherwise: walking only these keeps a
+        round cheap when hundreds run)."""
+        order, free, ledger = self.order, self.free, self.ledger
+        pending_pos = [i for i, j in enumerate(order) if not j.gpus]
+        n_running = len(order) - len(pending_pos)
+        move_pos = self._movers()
+        walk = sorted(pending_pos + move_pos) if move_pos else pending_pos
+        leaving = {order[i].id for i in move_pos}
+        k = 0  # pending jobs walked so far
+        for pos in walk:
+            job = order[pos]
+            if self.victims_due and self.spare:
+                self.spare_victims(pos)
+            # Running jobs ranked below this one (stopped ones included: an upper bound).
+            is_move = bool(job.gpus)
+            running_below = n_running - (pos - k) - is_move
+            k += not is_move
+            if free.count == 0 and running_below <= 0:
+                break  # nothing is free and nothing below can be stopped: no later job starts
+            if ledger.blocker is not None:
+                continue
+            if is_move:
+                self.move(job, pos, leaving)
+            elif not self.start(job, pos, running_below) and not self.preemption.backfill:
+                ledger.blocker = pos
+        if self.spare:
+            self.spare_victims(len(order))
+
+    def _movers(self) -> list[int]:
+        """Rank positions of the running jobs the scheduler chose another GPU type for.
+        Types compare case-insensitively, as placement matches them (Slurm's gres names are
+        lower case, node types may not be): "v100" on a "V100" GPU is not a move."""
+        types, gpus = self.types, self.snapshot.gpus
+        if not types:
+            return []
+        return [i for i, j in enumerate(self.order) if j.gpus and j.id in types
+                and any(gpus[g].type.casefold() != types[j.id].casefold() for g in j.gpus)]
+
+    def start(self, job: Job, pos: int, running_below: int) -> bool:
+        """Start pending ``job`` on free GPUs or, failing that, on GPUs of lower-ranked jobs
+        the preemption policy stops for it."""
+        free = self.free
+        want = self.alloc.get(job.id, job.num_gpus)
+        gpus = self.place(job, want) if want <= free.count else None
+        if gpus is None and running_below > 0 and self.make_room(job, want, pos):
+            gpus = self.place(job, want)
         if gpus is None:
+            self.ledger.unplaced[job.id] = (want, free.count)
             return False
         free.take(gpus)
-        starts.append(Start(job.id, gpus))
+        self.ledger.starts.append(Start(job.id, gpus))
         return True
 
-    def make_room(job: Job, want: int, pos: int,
+    def move(self, job: Job, pos: int, leaving: Collection[int]) -> None:
+        """At its rank, running ``job`` moves to the type its scheduler chose if it finds
+        room there. (One already stopped for a higher-ranked job is a victim: see
+        :meth:`spare_victims`.) Without free GPUs of its new type it may stop lower-ranked
+        jobs that are ``leaving`` that type themselves: two jobs that should swap types swap
+        (the victim restarts on the mover's old GPUs at its rank). Jobs that stay are never
+        stopped for a move: it would cost them a restart to end up where they were."""
+        if self.ledger.out(job.id):
+            return
+        gpus = self.relocate(job, pos, leaving) if self.spare else self.restart(job)
+        if gpus is not None:
+            self.free.give(job.gpus)
+            self.ledger.move(job.id, gpus)
+
+    def restart(self, job: Job) -> tuple[int, ...] | None:
+        """Free GPUs for running ``job`` at its size, taken from the pool, if placement
+        finds them."""
+        n = len(job.gpus)
+        gpus = self.place(job, n) if n <= self.free.count else None
+        if gpus is not None:
+            self.free.take(gpus)
+        return gpus
+
+    def relocate(self, job: Job, pos: int, among: Collection[int] | None = None
+                 ) -> tuple[int, ...] | None:
+        """GPUs for running ``job``: free ones or, failing that, those of jobs ranked below
+        ``pos`` (and in ``among``) that the preemption policy stops for it."""
+        gpus = self.restart(job)
+        if gpus is None and self.make_room(job, len(job.gpus), pos, among):
+            gpus = self.restart(job)
+        return gpus
+
+    def make_room(self, job: Job, want: int, pos: int,
                   among: Collection[int] | None = None) -> bool:
-        """Let the preemption policy stop running jobs ranked below ``pos`` (and in ``among``,
-        if given) so that ``job`` fits; their GPUs join the free set. False if no choice of
-        victims makes it fit."""
-        nonlocal running, running_pos, rank
-        if running is None:
-            running_pos = [i for i, j in enumerate(order) if j.gpus]
-            running = [order[i] for i in running_pos]
-            rank = {order[i].id: i for i in running_pos}
-        below = bisect.bisect_right(running_pos, pos)
-        candidates = [v for v in running[below:] if v.id not in preempted
+        """Let the preemption policy stop running jobs ranked below ``pos`` (and in
+        ``among``, if given) so that ``job`` fits; their GPUs join the free set. False if no
+        choice of victims makes it fit."""
+        if self._running is None:
+            self._running_pos = [i for i, j in enumerate(self.order) if j.gpus]
+            self._running = [self.order[i] for i in self._running_pos]
+            self._rank = {self.order[i].id: i for i in self._running_pos}
+        below = bisect.bisect_right(self._running_pos, pos)
+        out = self.ledger.out
+        candidates = [v for v in self._running[below:] if not out(v.id)
                       and (among is None or v.id in among)]
         if not candidates:
             return False
+        comp, snapshot, types = self.comp, self.snapshot, self.types
 
         def fits(trial: FreeGpus) -> bool:
-            return place(job, want, trial) is not None
+            return _place(comp, snapshot, types, job, want, trial) is not None
 
-        victims = preemption.victims(job, candidates, free, want, fits)
+        victims = self.preemption.victims(job, candidates, self.free, want, fits)
         for v in victims:
-            preempted[v.id] = job.id
-            free.give(v.gpus)
-            heapq.heappush(victims_due, (rank[v.id], v))
+            self.ledger.stop(v.id, job.id)
+            self.free.give(v.gpus)
+            heapq.heappush(self.victims_due, (self._rank[v.id], v))
         return bool(victims)
 
-    def relocate(job: Job, pos: int, among: Collection[int] | None = None) -> bool:
-        """Restart running ``job`` on free GPUs or, failing that, on GPUs of jobs ranked
-        below ``pos`` (and in ``among``) that the preemption policy stops for it."""
-        return restart(job) or (
-            make_room(job, len(job.gpus), pos, among) and restart(job))
-
-    def spare_victims(upto: int) -> None:
-        """Victims ranked above ``upto`` get another look, in rank order: the job a victim was
-        stopped for may have found room elsewhere (placement chooses from the augmented free
-        set), and a victim whose GPUs nobody used then keeps running. One whose GPUs were
-        used restarts at once (a move) on GPUs left over or, failing that, on GPUs of jobs
-        ranked below it, which it may stop in turn exactly as a pending job of its rank
+    def spare_victims(self, upto: int) -> None:
+        """Victims ranked above ``upto`` get another look, in rank order: the job a victim
+        was stopped for may have found room elsewhere (placement chooses from the augmented
+        free set), and a victim whose GPUs nobody used then keeps running. One whose GPUs
+        were used restarts at once (a move) on GPUs left over or, failing that, on GPUs of
+        jobs ranked below it, which it may stop in turn exactly as a pending job of its rank
         would: so the next round has nothing left to undo. Otherwise it waits, pending."""
-        while victims_due and victims_due[0][0] < upto:
-            at, v = heapq.heappop(victims_due)
-            if all(g in free.by_node.get(snapshot.gpus[g].node, ()) for g in v.gpus):
-                del preempted[v.id]
+        free, node_of, due = self.free, self.snapshot.gpus, self.victims_due
+        while due and due[0][0] < upto:
+            at, v = heapq.heappop(due)
+            if all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
+                self.ledger.spare(v.id)
                 free.take(v.gpus)
-            elif relocate(v, at):
-                restarted.add(v.id)
-
-    k = 0  # pending jobs walked so far
-    for pos in walk:
-        job = order[pos]
-        if victims_due and spare:
-            spare_victims(pos)
-        # Running jobs ranked below this one (preempted ones included: an upper bound).
-        moving = bool(job.gpus)
-        running_below = n_running - (pos - k) - moving
-        k += not moving
-        if not explain and free.count == 0 and running_below <= 0:
-            break  # nothing is free and nothing below can be stopped: no later job can start
-        if blocker is not None:
-            if explain and not moving:
-                reasons[job.id] = f"strict order: waiting behind job {blocker.id}"
-            continue
-        if moving:
-            # (One already stopped for a higher-ranked job is a victim: see spare_victims.)
-            # Without free GPUs of its new type, a move may stop lower-ranked jobs that are
-            # leaving that type themselves: two jobs that should swap types swap (the victim
-            # restarts on the mover's old GPUs at its rank). Jobs that stay are never stopped
-            # for a move: it would cost them a restart to end up where they were.
-            if job.id not in preempted and (
-                    relocate(job, pos, leaving) if spare else restart(job)):
-                free.give(job.gpus)
-                moved.append(job.id)
-                if explain:
-                    reasons[job.id] = (f"moved to {types[job.id]}, the type its scheduler "
-                                       "chose: checkpointed and restarted there")
-            continue
-        want = alloc.get(job.id, job.num_gpus)
-        gpus = None
-        if want <= free.count:
-            gpus = place(job, want, free)
-        if gpus is None and running_below > 0 and make_room(job, want, pos):
-            gpus = place(job, want, free)
-        if gpus is not None:
-            free.take(gpus)
-            starts.append(Start(job.id, gpus))
-        else:
-            if explain:
-                reasons[job.id] = (f"needs {want} GPU(s); {free.count} free on schedulable nodes"
-                                   " and preempting lower-ranked jobs would not make it fit")
-            if not preemption.backfill:
-                blocker = job
-
-    if spare:
-        spare_victims(len(order))
-
-    if explain:
-        for victim, beneficiary in preempted.items():
-            reasons[victim] = f"preempted so job {beneficiary} (ranked higher) can run"
-            if victim in restarted:
-                reasons[victim] += "; restarted on GPUs left over"
-        for job_id in forced:
-            reasons[job_id] = "preempted by the cluster manager"
-        started = {s.job_id for s in starts}
-        for j in waiting:
-            if j.id not in admitted:
-                reasons[j.id] = f"not admitted by {comp.config.get('admission', {}).get('policy')}"
-        for j in order:
-            if not j.running and j.id not in started and j.id not in reasons:
-                reasons[j.id] = "no GPUs free for it this round"
-
-    return Decisions(
-        admit=admit,
-        start=tuple(starts),
-        preempt=(*preempted, *moved, *(f for f in forced if f not in preempted)),
-        order=tuple(map(_id, order)),
-        drain=view.drain,
-        flag=view.flag,
-        marks=schedule.marks,
-        reasons=reasons,
-        composition=comp.name,
-    )
+            else:
+                gpus = self.relocate(v, at)
+                if gpus is not None:
+                    self.ledger.restart(v.id, gpus)
 
 
 def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterView,

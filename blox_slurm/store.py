@@ -158,8 +158,11 @@ class Store:
 
         for s in d.start:
             add(s.job_id, "start", {"gpus": list(s.gpus), "nodes": list(gpu_nodes[s.job_id])})
-        for j in d.preempt:
-            add(j, "preempt")
+        for m in d.move:
+            add(m.job_id, "move", {"gpus": list(m.gpus), "nodes": list(gpu_nodes[m.job_id]),
+                                   "for": m.for_job})
+        for st in d.stop:
+            add(st.job_id, "preempt", {"for": st.for_job})
         for j in d.admit:
             add(j, "admit")
         for j in holds:

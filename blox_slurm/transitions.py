@@ -87,7 +87,7 @@ def apply(snapshot: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
         if not jobs[jid].running:
             raise ValueError(f"decision preempts job {jid}, which is not running")
         jobs[jid] = preempt(jobs[jid], t)
-    for s in d.start:
+    for s in d.placed:
         if jobs[s.job_id].running:
             raise ValueError(f"decision starts job {s.job_id}, which is already running")
         jobs[s.job_id] = start(jobs[s.job_id], s.gpus, t)

@@ -77,7 +77,8 @@ def apply(snap: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
 
 
 def started(d: Decisions) -> dict[int, tuple[int, ...]]:
-    return {s.job_id: s.gpus for s in d.start}
+    """Where each job the round puts on GPUs runs next: started and moved ones."""
+    return {s.job_id: s.gpus for s in d.placed}
 
 
 def workload(*jobs: tuple[float, int, float], measure: tuple[int, int] | None = None

@@ -1,12 +1,24 @@
-"""make_plan: the diff between what a round wants and what Slurm shows (pure)."""
+"""make_plan: the diff between what a round wants and what Slurm shows (pure); the applier
+carrying out a move in one round, against the in-memory Slurm."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from blox_slurm.model import ClusterSnapshot, Decisions, Drain, Start, build_cluster
-from blox_slurm.slurm.apply import make_plan
-from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.model import (
+    ClusterSnapshot,
+    Decisions,
+    Drain,
+    Job,
+    JobState,
+    Move,
+    Start,
+    Stop,
+    build_cluster,
+)
+from blox_slurm.slurm.apply import Applier, make_plan
+from blox_slurm.slurm.client import JobUpdate, SlurmJob
+from blox_slurm.testing.fake_slurm import FakeSlurm
 
 NODES, GPUS = build_cluster([("gpu", 2, 4)])  # node1: gpus 0-3, node2: gpus 4-7
 SNAP = ClusterSnapshot(now=0.0, nodes=NODES, gpus=GPUS, jobs=())
@@ -50,7 +62,7 @@ def test_matching_state_is_a_no_op() -> None:
 
 def test_only_running_managed_jobs_are_preempted() -> None:
     managed = {1: job(1, state="RUNNING", held=False), 2: job(2)}
-    d = Decisions(preempt=(1, 2, 99))  # 2 is pending, 99 is not managed
+    d = Decisions(stop=(Stop(1), Stop(2), Stop(99)))  # 2 is pending, 99 is not managed
     assert make_plan(managed, d, SNAP).preempt == (1,)
 
 
@@ -78,3 +90,66 @@ def test_a_job_its_owner_requeued_is_repinned_with_starttime_now() -> None:
     assert plan.repin == {("node1",): (1,)} and plan.start_now == {1}
     unstarted = replace(waiting, restart_cnt=0)  # its owner's --begin: not ours to lift
     assert make_plan({1: unstarted}, Decisions(start=(Start(1, (0,)),)), SNAP).empty
+
+
+def test_a_move_stops_the_job_and_pins_it_to_its_new_nodes() -> None:
+    managed = {1: job(1, state="RUNNING", held=False)}
+    plan = make_plan(managed, Decisions(move=(Move(1, (4,)),)), SNAP)
+    assert plan.preempt == (1,) and plan.move == {("node2",): (1,)}
+    assert plan.release == {} and plan.hold == ()
+
+
+def test_a_move_to_a_shape_slurm_would_misread_is_a_stop_and_refused() -> None:
+    """A per-node job (the ``nodes`` hint) spread over two nodes: stopped as the policy wants
+    it off its GPUs, but not pinned where Slurm would give it twice its GPUs."""
+    running = Job(1, 0.0, 2, state=JobState.RUNNING, gpus=(0, 1), hints=(("nodes", "1"),))
+    snap = replace(SNAP, jobs=(running,))
+    managed = {1: job(1, state="RUNNING", held=False)}
+    plan = make_plan(managed, Decisions(move=(Move(1, (3, 4)),)), snap)
+    assert plan.preempt == (1,) and plan.move == {} and set(plan.refused) == {1}
+
+
+def _running_on_node1(fake: FakeSlurm) -> int:
+    job_id = fake.submit_job(1, runtime=3600)
+    fake.update_jobs([job_id], JobUpdate(req_nodes=("node1",)))
+    fake.release([job_id])
+    fake.schedule()
+    assert fake.get_job(job_id).nodes == ("node1",)  # type: ignore[union-attr]
+    return job_id
+
+
+def _apply_move(fake: FakeSlurm, job_id: int) -> Applier:
+    managed = {j.job_id: j for j in fake.list_jobs()}
+    plan = make_plan(managed, Decisions(move=(Move(job_id, (4,)),)), SNAP)
+    applier = Applier(fake, lambda *a: None, grace_seconds=1.0, poll_seconds=0.0,
+                      sleep=lambda _: None)
+    applier.apply(plan)
+    return applier
+
+
+def test_the_applier_restarts_a_moved_job_on_its_new_node_in_the_same_round() -> None:
+    fake = FakeSlurm(nodes=((2, 4),))
+    job_id = _running_on_node1(fake)
+    applier = _apply_move(fake, job_id)
+    assert applier.restarted == [job_id] and applier.deferred == []
+    fake.schedule()  # no 120 s requeue delay: StartTime=now came with the pin
+    moved = fake.get_job(job_id)
+    assert moved is not None and moved.active and moved.nodes == ("node2",)
+    assert moved.restart_cnt == 1
+
+
+class _Completing(FakeSlurm):
+    """Shows requeued jobs as still COMPLETING, as Slurm does until their epilog is done."""
+
+    def list_jobs(self, *args, **kw):  # type: ignore[no-untyped-def]
+        return [replace(j, state="COMPLETING") if j.restart_cnt and j.pending else j
+                for j in super().list_jobs(*args, **kw)]
+
+
+def test_a_moved_job_still_completing_is_left_held_for_the_next_round() -> None:
+    fake = _Completing(nodes=((2, 4),))
+    job_id = _running_on_node1(fake)
+    applier = _apply_move(fake, job_id)
+    assert applier.deferred == [job_id] and applier.restarted == []
+    left = FakeSlurm.get_job(fake, job_id)
+    assert left is not None and left.pending and left.held and left.req_nodes == ("node1",)

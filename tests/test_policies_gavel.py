@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from _core_helpers import pending, running, snapshot, started
+from _core_helpers import pending, running, snapshot
 from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
 from blox_slurm import transitions
 from blox_slurm.abstractions import FreeGpus
 from blox_slurm.composition import Composition
 from blox_slurm.loading import build, load
-from blox_slurm.model import build_cluster
+from blox_slurm.model import Move, build_cluster
 from blox_slurm.policies.scheduling.gavel import Gavel, allocate, equal_share, priority, usable_gpus
 from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec, SimConfig
@@ -151,8 +151,8 @@ def test_mechanism_counts_time_per_type_in_marks_and_ranks_by_priority() -> None
     # The round: job 2 takes the free v100, job 3 preempts job 1 (ranked below it) for the
     # other, and job 1 restarts at once on the k80 left over, its type.
     d = decide(s, load("gavel"))
-    assert [(st.job_id, st.gpus) for st in d.start] == [(2, (2,)), (3, (1,)), (1, (0,))]
-    assert d.preempt == (1,)
+    assert [(st.job_id, st.gpus) for st in d.start] == [(2, (2,)), (3, (1,))]
+    assert d.move == (Move(1, (0,), for_job=3),) and d.stop == ()
     # Confined to its type (migrate = false), job 1 competes only for the claimed v100s.
     fixed = Gavel(Gavel.Params(migrate=False)).order(s, s.jobs)
     assert [j.id for j in fixed.order] == [2, 3, 1] and fixed.types == {2: "v100", 3: "v100"}
@@ -165,19 +165,21 @@ def _gavel(migrate: bool) -> Composition:
 
 def test_an_uncontended_running_job_moves_to_the_faster_idle_type() -> None:
     # Job 1, alone on the k80 and owed all of its time on the (idle) v100s: Gavel gives it a
-    # v100 and the round moves it there, a preemption and a start of the same job, its k80
-    # left free. Confined (migrate = false) it keeps the k80 until another job claims it:
+    # v100 and the round moves it there (a move: the job and its new GPUs), its k80 left
+    # free. Confined (migrate = false) it keeps the k80 until another job claims it:
     # that stranding cost Gavel the lightly loaded e13805 trace (docs/compositions.md).
     s = snapshot(SHAPE, [running(1, [0], submit=0.0, since=0.0)], now=360.0, throughput=SPEED)
     _, _, x, _ = Gavel().allocation(s, s.jobs)
     assert x[0].tolist() == pytest.approx([0.0, 1.0])  # all of its time on v100
     assert Gavel().order(s, s.jobs).types == {1: "v100"}
     d = decide(s, _gavel(True), explain=True)
-    assert d.preempt == (1,) and len(d.start) == 1 and d.start[0].job_id == 1
-    assert {s.gpus[g].type for g in d.start[0].gpus} == {"v100"}
+    assert d.start == () and d.stop == () and len(d.move) == 1
+    move = d.move[0]
+    assert move.job_id == 1 and move.for_job is None
+    assert {s.gpus[g].type for g in move.gpus} == {"v100"}
     assert "moved to v100" in d.reasons[1]
     after = transitions.apply(s, d)  # carried out: on a v100, and the next round leaves it
-    assert after.jobs[0].gpus == d.start[0].gpus and after.jobs[0].preemptions == 1
+    assert after.jobs[0].gpus == move.gpus and after.jobs[0].preemptions == 1
     assert decide(after, _gavel(True)).empty
     assert Gavel(Gavel.Params(migrate=False)).order(s, s.jobs).types == {}
     kept = decide(s, _gavel(False))
@@ -195,7 +197,7 @@ def test_a_move_without_free_gpus_swaps_with_a_job_leaving_that_type() -> None:
     assert Gavel().order(s, s.jobs).types == {1: "v100", 2: "k80", 3: "v100"}
     c = _gavel(True)
     d = decide(s, c, explain=True)
-    assert sorted(d.preempt) == [1, 2] and started(d) == {1: (1,), 2: (0,)}
+    assert d.move == (Move(1, (1,)), Move(2, (0,), for_job=1)) and d.start == ()
     assert d.reasons[1].startswith("moved to v100")
     assert d.reasons[2].endswith("restarted on GPUs left over")
     again = decide(transitions.apply(s, d), c)

@@ -66,7 +66,7 @@ def simulate_recording(c, shape, wl, cfg):
             return d  # a synthesizer's forks run simulators too: only the real world counts
         for jid in d.preempt:
             events.append((snapshot.now, "preempt", jid, ()))
-        for s in d.start:
+        for s in d.placed:  # started and moved jobs
             events.append((snapshot.now, "start", s.job_id, s.gpus))
         return d
 

@@ -99,7 +99,7 @@ def test_a_job_preempted_in_a_round_restarts_on_gpus_left_over_before_lower_rank
     d = decide(s, c, explain=True)
     # P1 stops V (the tail, enough), P2 stops VC (4 GPUs for 2): 2 GPUs are left over.
     assert sorted(d.preempt) == [3, 4]
-    starts = {st.job_id: st.gpus for st in d.start}
+    starts = started(d)
     # VC (4 GPUs) fits nowhere; V, ranked above P3, takes a leftover GPU before P3 does.
     assert set(starts) == {1, 2, 4, 5} and 3 not in starts
     assert len({g for gs in starts.values() for g in gs}) == 1 + 2 + 1 + 1

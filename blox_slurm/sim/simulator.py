@@ -251,8 +251,9 @@ class Simulator:
                 d = decide(snap, comp, rank_all=False)
                 decisions += 1
                 if not d.empty:
-                    # Apply: admissions, then preemptions (freeing GPUs), then starts. A job
-                    # admitted and started in the same round is admitted by the start.
+                    # Apply: admissions, then stops and moves (freeing GPUs), then starts and
+                    # the moved jobs' restarts. A job admitted and started in the same round
+                    # is admitted by the start.
                     starting = {st.job_id for st in d.start} if d.admit else ()
                     for jid in d.admit:
                         if jid not in starting:
@@ -269,7 +270,7 @@ class Simulator:
                         del finish_at[jid]
                         active[jid] = queued[jid] = transitions.preempt(job, t)
                         requeued = True
-                    for st in d.start:
+                    for st in d.placed:
                         job = self._check(active, st.job_id, JobState.PENDING, t)
                         take(st.job_id, st.gpus)
                         n = len(st.gpus)
@@ -291,7 +292,7 @@ class Simulator:
                 # compositions are idempotent once their decisions are applied (tests/
                 # test_round.py), but a plug-in need not be, so only a no-op round proves
                 # that a time-independent composition will do nothing until the next event.
-                dirty = bool(d.start or d.preempt or d.admit)
+                dirty = bool(d.start or d.stop or d.move or d.admit)
                 t += rd
             else:
                 # Nothing can change before the next event: jump to its round.

@@ -5,6 +5,8 @@ Desired state of a managed job after a round:
 
 * running, not preempted        -> leave it
 * running, preempted            -> checkpoint signal, then ``requeuehold`` (pending, held again)
+* running, moved                -> as preempted; once Slurm shows it pending, pinned to its new
+                                   nodes with ``StartTime=now`` and released, in the same round
 * pending, started by the round -> pinned to the chosen nodes (``ReqNodeList``; also
                                    ``StartTime=now`` if it was requeued) and released
 * pending, not started          -> held
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..crashpoints import crashpoint
@@ -44,11 +46,14 @@ class Plan:
     # StartTime=now, which lifts Slurm's ~120 s requeue delay. Never for a job that has not
     # run yet: its StartTime is the user's --begin.
     start_now: frozenset[int] = frozenset()
+    # Running jobs moved elsewhere, by new nodes: stopped with the preempted ones, then, in
+    # the same round, pinned there and released (see Applier._restart_moved)
+    move: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return not (self.preempt or self.hold or self.release or self.repin or self.drain
-                    or self.refused)
+                    or self.refused or self.move)
 
     @property
     def released(self) -> tuple[int, ...]:
@@ -58,26 +63,32 @@ class Plan:
 def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSnapshot,
               drained: frozenset[str] = frozenset()) -> Plan:
     """The verbs that bring Slurm to what ``d`` wants. Pure."""
-    gpus = snapshot.gpus
-    bound = {j.id: j.hint("nodes") for j in snapshot.jobs if j.hint("nodes") is not None}
-    want_nodes: dict[int, tuple[str, ...]] = {}
-    refused: dict[int, str] = {}
-    for s in d.start:
-        chosen = tuple(sorted({gpus[g].node for g in s.gpus}))
-        why = _misfit(bound.get(s.job_id), chosen, [gpus[g].node for g in s.gpus])
-        if why:
-            refused[s.job_id] = why
-            continue
-        want_nodes[s.job_id] = chosen
-    release: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    repin: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    hold: list[int] = []
+    targets, refused = _targets(d, snapshot)
     preempt = tuple(j for j in d.preempt if j in managed and managed[j].active)
+    stopping = set(preempt)
+    move = _by_nodes((m.job_id, targets[m.job_id]) for m in d.move
+                     if m.job_id in stopping and m.job_id in targets)
+    hold, release, repin, start_now = _pending_verbs(managed, targets)
+    drain = tuple(x for x in d.drain if x.node not in drained)
+    return Plan(preempt, tuple(sorted(hold)), _by_nodes(release), _by_nodes(repin), drain,
+                {j: why for j, why in refused.items() if j in managed}, frozenset(start_now),
+                move)
+
+
+def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[str, ...]]
+                   ) -> tuple[list[int], list[tuple[int, tuple[str, ...]]],
+                              list[tuple[int, tuple[str, ...]]], set[int]]:
+    """For the managed jobs Slurm shows pending: those to hold (not started, not yet held),
+    to release (started, held) or re-pin (started, released but pinned elsewhere or kept
+    waiting by a requeue delay), each with its nodes, and those whose pin lifts the delay."""
+    hold: list[int] = []
+    release: list[tuple[int, tuple[str, ...]]] = []
+    repin: list[tuple[int, tuple[str, ...]]] = []
     start_now: set[int] = set()
     for job_id, job in managed.items():
         if not job.pending:
             continue
-        nodes = want_nodes.get(job_id)
+        nodes = targets.get(job_id)
         if nodes is None:
             if not job.held:
                 hold.append(job_id)
@@ -86,14 +97,37 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
         if delayed:  # ours, or its owner's requeue (a released job kept waiting ~120 s)
             start_now.add(job_id)
         if job.held:
-            release[nodes].append(job_id)
+            release.append((job_id, nodes))
         elif delayed or tuple(sorted(job.req_nodes)) != nodes:
-            repin[nodes].append(job_id)
-    drain = tuple(x for x in d.drain if x.node not in drained)
-    return Plan(preempt, tuple(sorted(hold)),
-                {k: tuple(v) for k, v in release.items()},
-                {k: tuple(v) for k, v in repin.items()}, drain,
-                {j: why for j, why in refused.items() if j in managed}, frozenset(start_now))
+            repin.append((job_id, nodes))
+    return hold, release, repin, start_now
+
+
+def _targets(d: Decisions, snapshot: ClusterSnapshot
+             ) -> tuple[dict[int, tuple[str, ...]], dict[int, str]]:
+    """The nodes each started or moved job is to be pinned to, and the placements refused
+    (see :func:`_misfit`), with why."""
+    gpus = snapshot.gpus
+    bound = {j.id: j.hint("nodes") for j in snapshot.jobs if j.hint("nodes") is not None}
+    targets: dict[int, tuple[str, ...]] = {}
+    refused: dict[int, str] = {}
+    for s in d.placed:
+        chosen = tuple(sorted({gpus[g].node for g in s.gpus}))
+        why = _misfit(bound.get(s.job_id), chosen, [gpus[g].node for g in s.gpus])
+        if why:
+            refused[s.job_id] = why
+        else:
+            targets[s.job_id] = chosen
+    return targets, refused
+
+
+def _by_nodes(pairs: Iterable[tuple[int, tuple[str, ...]]]
+              ) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """Job ids grouped by the nodes they are pinned to: one Slurm call per group."""
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for job_id, nodes in pairs:
+        groups[nodes].append(job_id)
+    return {nodes: tuple(ids) for nodes, ids in groups.items()}
 
 
 def _misfit(bound: str | None, nodes: tuple[str, ...], per_gpu: Sequence[str]) -> str:
@@ -135,6 +169,8 @@ class Applier:
         self.sleep = sleep
         self.failures = 0
         self.refused_starts: dict[int, str] = {}  # jobs Slurm would not pin or release: why
+        self.restarted: list[int] = []  # moved jobs pinned to their new nodes and released
+        self.deferred: list[int] = []  # moved jobs Slurm did not show pending in time
 
     def apply(self, plan: Plan) -> None:
         for job_id, why in plan.refused.items():  # left held (make_plan did not release it)
@@ -142,6 +178,8 @@ class Applier:
             self.record("release", [job_id], False, why)
         if plan.preempt:
             self._preempt(plan.preempt)
+        if plan.move:
+            self._restart_moved(plan.move)
         if plan.hold:
             self._batched("hold", plan.hold, self.client.hold)
         for nodes, ids in plan.release.items():
@@ -182,6 +220,27 @@ class Applier:
     def _wait_stopped(self, ids: list[int]) -> list[int]:
         """Give signalled jobs ``grace`` seconds to checkpoint and exit on their own (with
         ``RequeueExitHold`` Slurm requeues them held); return those still running."""
+        # SIGNALING: the signal is still being delivered, the job has not stopped yet
+        return self._wait_while(ids, lambda j: j.active or j.state == "SIGNALING")
+
+    def _restart_moved(self, moves: Mapping[tuple[str, ...], tuple[int, ...]]) -> None:
+        """Restart moved jobs on their new nodes now: once requeued and shown pending (a
+        ``StartTime=now`` sent while the job is still COMPLETING is overwritten), pin them
+        with ``StartTime=now`` and release them. One not pending within ``grace`` seconds
+        stays held: the next round decides for it again (see ``deferred``)."""
+        ids = [i for group in moves.values() for i in group]
+        waiting = set() if self.dry_run else set(
+            self._wait_while(ids, lambda j: not j.pending))
+        self.deferred = sorted(waiting)
+        for nodes, group in moves.items():
+            ready = [i for i in group if i not in waiting]
+            pinned = self._pin(nodes, ready, frozenset(ready)) if ready else []
+            if pinned:
+                self.restarted += self._batched("release", pinned, self.client.release)
+
+    def _wait_while(self, ids: Sequence[int], busy: Callable[[SlurmJob], bool]) -> list[int]:
+        """Poll the queue for up to ``grace`` seconds while some of ``ids`` are ``busy``;
+        return those still busy (a job gone from the queue is not)."""
         deadline = time.monotonic() + self.grace
         left = set(ids)
         while left and time.monotonic() < deadline:
@@ -190,9 +249,7 @@ class Applier:
                 jobs = {j.job_id: j for j in self.client.list_jobs(self.partitions)}
             except SlurmError:
                 continue
-            # SIGNALING: the signal is still being delivered, the job has not stopped yet
-            left = {i for i in left if i in jobs
-                    and (jobs[i].active or jobs[i].state == "SIGNALING")}
+            left = {i for i in left if i in jobs and busy(jobs[i])}
         return sorted(left)
 
     def _batched(self, verb: str, ids: Sequence[int],

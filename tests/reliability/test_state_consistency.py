@@ -177,16 +177,16 @@ def check_gpus(run: SeedRun, rnd: int, jobs: list[SlurmJob], node_gpus: dict[str
 
 
 def check_decision_gpus(run: SeedRun, rnd: int, ctl: Recording, report) -> None:  # type: ignore[no-untyped-def]
-    """(b) in the decision: starts use free (or just-preempted) GPUs, each GPU once; a running
-    job is started only when it is also preempted (a move: the controller requeues it, a later
-    round places it)."""
+    """(b) in the decision: starts and moves use free (or just-stopped) GPUs, each GPU once; a
+    running job is placed only as a move (the controller requeues it and, once Slurm shows it
+    pending, pins it to its new nodes)."""
     snap, d = ctl.last_snapshot, report.decisions
     assert snap is not None and d is not None
     free = {g for gs in (snap.free.by_node if snap.free else {}).values() for g in gs}
     freed = {g for j in snap.jobs if j.id in set(d.preempt) for g in j.gpus}
     jobs = {j.id: j for j in snap.jobs}
     given: Counter[int] = Counter()
-    for s in d.start:
+    for s in d.placed:
         given.update(s.gpus)
         job = jobs.get(s.job_id)
         if job is None:
@@ -207,7 +207,8 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
                 node_gpus: dict[str, int]) -> None:
     d, plan = report.decisions, report.plan
     seen = ctl.last_managed  # what the round observed (managed jobs only)
-    started = {s.job_id for s in d.start}
+    started = {s.job_id for s in d.placed}
+    moved = {m.job_id for m in d.move}  # stopped and, unless deferred, released elsewhere
     preempted = set(plan.preempt)
     run.starts += len(started)
     run.preempts += len(preempted)
@@ -216,7 +217,7 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
 
     # -------------------------------------------------------- (a) held state vs decisions
     jobs, by_id = all_jobs(world)
-    for jid in preempted:  # requeuehold: wait (bounded) for Slurm to requeue it held
+    for jid in preempted - moved:  # requeuehold: wait (bounded) for Slurm to requeue it held
         deadline = time.monotonic() + SETTLE_S
         while (jid in by_id and not (by_id[jid].pending and by_id[jid].held)
                and by_id[jid].queued and time.monotonic() < deadline):
@@ -239,6 +240,9 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
                 else:
                     run.bad(rnd, f"job {jid} left waiting but not held: {now.state} "
                                  f"{now.reason} priority {now.priority}")
+        elif jid in moved:
+            if now.restart_cnt == before.restart_cnt and now.state != FINISHED_OK:
+                run.bad(rnd, f"moved job {jid} not requeued: {now.state} {now.reason}")
         elif jid in preempted:
             if not (now.pending and now.held) and now.state != FINISHED_OK:
                 run.bad(rnd, f"preempted job {jid} not requeued held: {now.state} {now.reason}")

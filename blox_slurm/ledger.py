@@ -1,0 +1,87 @@
+"""What one round decided, written down as the walk decides it, and read back two ways.
+
+The walk over ranks (:mod:`blox_slurm.round`) records *intentions* here instead of keeping
+them in loose variables: who starts where, who is stopped and for whom, who is spared after
+all, who moves where, who did not fit and with how many GPUs free, behind whom strict order
+blocks. :meth:`Ledger.decisions` turns that into the :class:`~blox_slurm.model.Decisions`
+the worlds apply; :meth:`Ledger.reasons` is the ``explain`` view of the same record, so
+explaining a round never changes what the round decides (nor costs it anything).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .model import GpuId, Job, Move, Start, Stop
+
+
+@dataclass(slots=True)
+class Ledger:
+    starts: list[Start] = field(default_factory=list)
+    # victim -> the higher-ranked job it was stopped for, in the order they were stopped
+    stopped: dict[int, int] = field(default_factory=dict)
+    forced: tuple[int, ...] = ()  # stopped by the cluster manager before the walk
+    moves: dict[int, Move] = field(default_factory=dict)
+    unplaced: dict[int, tuple[int, int]] = field(default_factory=dict)  # (wanted, free then)
+    blocker: int | None = None  # rank position of the job strict order waits behind
+
+    def out(self, job_id: int) -> bool:
+        """Whether ``job_id`` already leaves its GPUs this round (stopped or moved): it is
+        no one's victim again."""
+        return job_id in self.stopped or job_id in self.moves
+
+    def stop(self, victim: int, for_job: int) -> None:
+        self.stopped[victim] = for_job
+
+    def spare(self, victim: int) -> None:
+        """The job ``victim`` was stopped for found room elsewhere: it keeps running."""
+        del self.stopped[victim]
+
+    def restart(self, victim: int, gpus: tuple[GpuId, ...]) -> None:
+        """A victim whose GPUs were used restarts at once on ``gpus``: a move."""
+        self.moves[victim] = Move(victim, gpus, self.stopped.pop(victim))
+
+    def move(self, job_id: int, gpus: tuple[GpuId, ...]) -> None:
+        """A running job moves to the GPU type its scheduler chose."""
+        self.moves[job_id] = Move(job_id, gpus)
+
+    def decisions(self) -> tuple[tuple[Start, ...], tuple[Stop, ...], tuple[Move, ...]]:
+        """The starts, stops and moves, for :class:`~blox_slurm.model.Decisions`."""
+        stops = (*(Stop(v, f) for v, f in self.stopped.items()),
+                 *(Stop(j) for j in self.forced))
+        return tuple(self.starts), stops, tuple(self.moves.values())
+
+    def reasons(self, order: Sequence[Job], wants: Mapping[int, int],
+                types: Mapping[int, str], not_admitted: Collection[int],
+                admission: str) -> dict[int, str]:
+        """Why each job that does not run is waiting, and why each stopped or moved one was.
+        ``wants`` is the GPUs the scheduler gave a job where it chose (else its request)."""
+        reasons = {j: f"not admitted by {admission}" for j in not_admitted}
+        reasons.update(self._waiting(order, wants))
+        for victim, for_job in self.stopped.items():
+            reasons[victim] = f"preempted so job {for_job} (ranked higher) can run"
+        for job_id in self.forced:
+            reasons[job_id] = "preempted by the cluster manager"
+        for m in self.moves.values():
+            reasons[m.job_id] = (
+                f"moved to {types[m.job_id]}, the type its scheduler chose: checkpointed and "
+                "restarted there" if m.for_job is None else
+                f"preempted so job {m.for_job} (ranked higher) can run; restarted on GPUs "
+                "left over")
+        return reasons
+
+    def _waiting(self, order: Sequence[Job], wants: Mapping[int, int]
+                 ) -> Iterable[tuple[int, str]]:
+        """Pending jobs of the order that did not start: behind a blocker, or did not fit
+        (those past the point where the walk stopped had nothing free and nothing to stop)."""
+        started = {s.job_id for s in self.starts}
+        for pos, job in enumerate(order):
+            if job.gpus or job.id in started:
+                continue
+            if self.blocker is not None and pos > self.blocker:
+                yield job.id, f"strict order: waiting behind job {order[self.blocker].id}"
+                continue
+            want, free = self.unplaced.get(job.id, (wants.get(job.id, job.num_gpus), 0))
+            yield job.id, (f"needs {want} GPU(s); {free} free on schedulable nodes and "
+                           "preempting lower-ranked jobs would not make it fit")
