@@ -450,21 +450,46 @@ def job_from_scontrol(line: str) -> SlurmJob:
         raise MalformedField("(a number or time)", str(e), "an `scontrol show job` line") from None
 
 
-def _scontrol_fields(line: str) -> ParsedJob:
-    pairs = scontrol_pairs(line)
-    f = dict(pairs)
+def _detail_alloc(pairs: list[tuple[str, str]]) -> dict[str, GresAlloc]:
+    """The GPUs held per node, from ``-d``'s detail groups (``Nodes=node[1-2] CPU_IDs=..
+    Mem=.. GRES=gpu:v100:2(IDX:0-1)``), a group's GRES being what *each* of its nodes holds.
+    Read from the pairs in order: every group repeats the keys, so the line's dict keeps
+    only the last group."""
     alloc: dict[str, GresAlloc] = {}
     current: tuple[str, ...] = ()
-    for k, v in pairs:  # -d detail: "Nodes=node[1-2] CPU_IDs=.. Mem=.. GRES=gpu:v100:2(IDX:0-1)"
+    for k, v in pairs:
         if k == "Nodes":
             current = _nodes_of(v)
         elif k == "GRES" and current:
             g = parse_gres(v)
             if g is not None and g.count:
                 alloc.update(dict.fromkeys(current, g))
+    return alloc
+
+
+def _least(v: str, default: int) -> int:
+    """A count scontrol prints as a range when the job asked for one (``-N 1-2`` shows
+    ``NumNodes=1-2`` while it waits): the lower bound; ``default`` when empty."""
+    return int(v.split("-")[0] or default)
+
+
+def _scontrol_memory(f: Mapping[str, str], num_gpus: int, num_nodes: int, cpus: int) -> int:
+    """The job's memory in MB: per GPU (see :func:`mem_per_gpu`), else per node, else per
+    CPU. Unlike the JSON path, a per-node figure that is there wins even when it is 0."""
+    mem = f.get("MinMemoryNode") or ""
+    mem_cpu = f.get("MinMemoryCPU") or ""
+    return (mem_per_gpu(_null(f.get("MemPerTres", ""))) * num_gpus
+            or (parse_mem_mb(mem) * num_nodes if mem
+                else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0))
+
+
+def _scontrol_fields(line: str) -> ParsedJob:
+    pairs = scontrol_pairs(line)
+    f = dict(pairs)
+    alloc = _detail_alloc(pairs)
     nodes = _nodes_of(_null(f.get("NodeList", "")))
-    num_nodes = int(f.get("NumNodes", "1").split("-")[0] or 1)
-    cpus = int(f.get("NumCPUs", "0").split("-")[0] or 0)
+    num_nodes = _least(f.get("NumNodes", "1"), 1)
+    cpus = _least(f.get("NumCPUs", "0"), 0)
     num_gpus, gpu_type, gpu_nodes = _requested(
         _null(f.get("TresPerJob", "")),
         _null(f.get("TresPerNode", "")),
@@ -474,11 +499,7 @@ def _scontrol_fields(line: str) -> ParsedJob:
     )
     if alloc:
         num_gpus = sum(a.count for a in alloc.values())
-    mem = f.get("MinMemoryNode") or ""
-    mem_cpu = f.get("MinMemoryCPU") or ""
-    memory_mb = (mem_per_gpu(_null(f.get("MemPerTres", ""))) * num_gpus
-                 or (parse_mem_mb(mem) * num_nodes if mem
-                     else parse_mem_mb(mem_cpu) * cpus if mem_cpu else 0))
+    memory_mb = _scontrol_memory(f, num_gpus, num_nodes, cpus)
     return ParsedJob(
         job_id=int(f["JobId"]),
         name=f.get("JobName", ""),
