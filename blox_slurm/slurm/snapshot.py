@@ -91,6 +91,32 @@ def build_snapshot(
 ) -> ClusterSnapshot:
     """The snapshot of ``partitions`` (every partition when None)."""
     wanted = set(partitions) if partitions is not None else None
+    layout = _layout(nodes, wanted)
+    t = time.time() if now is None else now
+    return ClusterSnapshot(
+        now=t,
+        nodes=layout.nodes,
+        gpus=layout.gpus,
+        jobs=_core_jobs(jobs, wanted, extras or {}, layout.ids_of, t),
+        telemetry=telemetry,
+        throughput=throughput,
+        usage=dict(usage or {}),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The core's nodes and GPUs, and which GPU ids each node's GPUs got (``ids_of``, by node
+    name): what a job's Slurm allocation is translated through."""
+
+    nodes: tuple[Node, ...]
+    gpus: tuple[Gpu, ...]
+    ids_of: Mapping[str, tuple[int, ...]]
+
+
+def _layout(nodes: Iterable[SlurmNode], wanted: set[str] | None) -> _Layout:
+    """The nodes in any of the ``wanted`` partitions, in natural name order, their GPUs
+    numbered node by node: ids stay stable while the node set does."""
     picked = sorted(
         (n for n in nodes if wanted is None or wanted & set(n.partitions)),
         key=lambda n: natural_key(n.name),
@@ -106,23 +132,21 @@ def build_snapshot(
         core_nodes.append(
             Node(n.name, ids, kind, n.cpus, n.memory_mb, node_state(n), n.features)
         )
-    t = time.time() if now is None else now
-    extras = extras or {}
+    return _Layout(tuple(core_nodes), tuple(gpus), ids_of)
+
+
+def _core_jobs(jobs: Iterable[SlurmJob], wanted: set[str] | None,
+               extras: Mapping[int, JobExtras], ids_of: Mapping[str, tuple[int, ...]],
+               now: float) -> tuple[Job, ...]:
+    """The pending and running jobs of the ``wanted`` partitions that the core can hold (see
+    :func:`_job`), by submit time then id: one order, whatever order Slurm listed them in."""
     core_jobs = [
-        _job(j, extras.get(j.job_id, _NO_EXTRAS), ids_of, t)
+        _job(j, extras.get(j.job_id, _NO_EXTRAS), ids_of, now)
         for j in jobs
         if (wanted is None or j.partition in wanted) and (j.pending or j.active)
     ]
-    kept = sorted((j for j in core_jobs if j is not None), key=lambda j: (j.submit_time, j.id))
-    return ClusterSnapshot(
-        now=t,
-        nodes=tuple(core_nodes),
-        gpus=tuple(gpus),
-        jobs=tuple(kept),
-        telemetry=telemetry,
-        throughput=throughput,
-        usage=dict(usage or {}),
-    )
+    return tuple(sorted((j for j in core_jobs if j is not None),
+                        key=lambda j: (j.submit_time, j.id)))
 
 
 def _allocated(j: SlurmJob, ids_of: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
