@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from ._rows import RowError, RowReporter, to_time
 from .schema import JobSpec, Workload, WorkloadError
@@ -79,37 +80,59 @@ def load_philly(
 
 
 def _job(entry: object, statuses: Sequence[str]) -> tuple[datetime, int, float, str, str]:
+    """(submitted, GPUs, run time, user, vc) of one job; a :class:`RowError` names the job by
+    its ``jobid``, :class:`_Filtered` when it is not one to replay (module docstring)."""
+    job = _job_object(entry)
+    label = f"job {job['jobid']!r}: "
+    try:
+        if job.get("status") not in statuses:
+            raise _Filtered
+        submitted = to_time("submitted_time", job["submitted_time"], TIME_FORMAT)
+        gpus, run = _last_run(job["attempts"])
+    except RowError as e:
+        raise RowError(label + str(e)) from None
+    return submitted, gpus, run, str(job.get("user") or ""), str(job.get("vc") or "")
+
+
+def _job_object(entry: object) -> dict[str, Any]:
+    """``entry`` as a job object with the keys every job has: checked before anything else,
+    since the job's errors are named by its ``jobid``."""
     if not isinstance(entry, dict):
         raise RowError("a job must be a JSON object")
     for key in ("jobid", "submitted_time", "attempts"):
         if key not in entry:
             raise RowError(f"missing key {key!r}")
-    label = f"job {entry['jobid']!r}: "
-    try:
-        if entry.get("status") not in statuses:
-            raise _Filtered
-        submitted = to_time("submitted_time", entry["submitted_time"], TIME_FORMAT)
-        attempts = entry["attempts"]
-        if not isinstance(attempts, list):
-            raise RowError("attempts must be a list")
-        if not attempts:
-            raise _Filtered
-        last = attempts[-1]
-        if not isinstance(last, dict):
-            raise RowError("an attempt must be an object")
-        if last.get("start_time") is None or last.get("end_time") is None:
-            raise _Filtered
-        start = to_time("start_time", last["start_time"], TIME_FORMAT)
-        end = to_time("end_time", last["end_time"], TIME_FORMAT)
-        gpus = _gpu_count(last.get("detail"))
-    except RowError as e:
-        raise RowError(label + str(e)) from None
+    return entry
+
+
+def _last_run(attempts: object) -> tuple[int, float]:
+    """GPUs and seconds of the last attempt (the module docstring says why the last);
+    :class:`_Filtered` when it ran on no GPU or for no time."""
+    last = _last_attempt(attempts)
+    start = to_time("start_time", last["start_time"], TIME_FORMAT)
+    end = to_time("end_time", last["end_time"], TIME_FORMAT)
+    gpus = _gpu_count(last.get("detail"))
     run = (end - start).total_seconds()
     if run < 0:
-        raise RowError(f"{label}last attempt ends before it starts ({start} > {end})")
+        raise RowError(f"last attempt ends before it starts ({start} > {end})")
     if run == 0 or gpus == 0:
         raise _Filtered
-    return submitted, gpus, run, str(entry.get("user") or ""), str(entry.get("vc") or "")
+    return gpus, run
+
+
+def _last_attempt(attempts: object) -> dict[str, Any]:
+    """The last attempt, if it ran: one with no start or end time is a logging gap or was
+    still running at snapshot time, so the job is filtered, not bad."""
+    if not isinstance(attempts, list):
+        raise RowError("attempts must be a list")
+    if not attempts:
+        raise _Filtered
+    last = attempts[-1]
+    if not isinstance(last, dict):
+        raise RowError("an attempt must be an object")
+    if last.get("start_time") is None or last.get("end_time") is None:
+        raise _Filtered
+    return last
 
 
 def _gpu_count(detail: object) -> int:
