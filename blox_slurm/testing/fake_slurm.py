@@ -48,6 +48,14 @@ class FakeNode:
     cpus_used: int = 0
     memory_used: int = 0
 
+    def free_gpus(self) -> list[int]:
+        """The GPU indices not taken, lowest first: the ones a job placed here gets."""
+        return [i for i in range(self.gpus) if i not in self.used]
+
+    def holds(self, cpus: int, memory: int) -> bool:
+        """Whether ``cpus`` more CPUs and ``memory`` more MB fit on this node."""
+        return self.cpus - self.cpus_used >= cpus and self.memory_mb - self.memory_used >= memory
+
 
 @dataclass
 class FakeJob:
@@ -240,34 +248,43 @@ class FakeSlurm:
         """GPU indices per node for ``j``, or None: per node on exactly ``gpu_nodes`` nodes,
         else its total over the candidate nodes in order (all it is pinned to, if pinned);
         then each node must hold its even share of the job's CPUs and memory."""
+        placed = self._first_fit(j, self._candidates(j))
+        return placed if placed is not None and self._room(j, placed) else None
+
+    def _candidates(self, j: ParsedJob) -> list[FakeNode]:
+        """The nodes ``j`` may run on, in the order they are tried: those it is pinned to,
+        else its partition's, less those it excludes."""
         names = j.req_nodes or tuple(n for n, node in self.nodes.items()
                                      if j.partition in node.partitions)
-        nodes = [self.nodes[n] for n in names if n in self.nodes and n not in j.exc_nodes]
+        return [self.nodes[n] for n in names if n in self.nodes and n not in j.exc_nodes]
+
+    def _first_fit(self, j: ParsedJob, nodes: list[FakeNode]) -> dict[str, list[int]] | None:
+        """The GPUs of the first ``nodes`` that take ``j``'s GPUs and what is known up front
+        of its CPUs and memory per node; None when the nodes run out first, or when a node
+        it is pinned to cannot take its share (Slurm then waits rather than go elsewhere)."""
         per_node = j.num_gpus // j.gpu_nodes if j.gpu_nodes else 0
+        # a node-bound job's share of CPUs and memory per node is known up front; a spread
+        # one needs a CPU on each node and is checked once its nodes are chosen (_room)
+        cpus, memory = _share(j, j.gpu_nodes) if j.gpu_nodes else (1, 0)
         out: dict[str, list[int]] = {}
         left = j.num_gpus
-        # a node-bound job's share of CPUs and memory per node is known up front; a spread
-        # one needs a CPU on each node and is checked once its nodes are chosen
-        cpus, memory = _share(j, j.gpu_nodes) if j.gpu_nodes else (1, 0)
         for n in nodes:
-            free = [i for i in range(n.gpus) if i not in n.used]
+            free = n.free_gpus()
             want = per_node or min(left, len(free))
-            if (n.drained or want == 0 or len(free) < want or n.cpus - n.cpus_used < cpus
-                    or n.memory_mb - n.memory_used < memory):
+            if n.drained or not 0 < want <= len(free) or not n.holds(cpus, memory):
                 if j.req_nodes:
-                    return None  # pinned: every node it names must hold its share
+                    return None
                 continue
             out[n.name] = free[:want]
             left -= want
-            if (per_node and len(out) == j.gpu_nodes) or (not per_node and left == 0):
-                return out if self._room(j, out) else None
+            complete = len(out) == j.gpu_nodes if per_node else left == 0
+            if complete:
+                return out
         return None
 
     def _room(self, j: ParsedJob, placed: dict[str, list[int]]) -> bool:
         cpus, memory = _share(j, len(placed))
-        return all(self.nodes[n].cpus - self.nodes[n].cpus_used >= cpus
-                   and self.nodes[n].memory_mb - self.nodes[n].memory_used >= memory
-                   for n in placed)
+        return all(self.nodes[n].holds(cpus, memory) for n in placed)
 
     def _take(self, fj: FakeJob, placed: dict[str, list[int]]) -> None:
         j = fj.job
