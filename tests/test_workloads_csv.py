@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -91,17 +90,16 @@ def test_empty_file_is_an_error(tmp_path: Path) -> None:
         load_csv(write(tmp_path, ""))
 
 
-def test_100k_rows_load_well_under_two_seconds(tmp_path: Path) -> None:
+def test_a_large_trace_loads_every_row_in_order(tmp_path: Path) -> None:
+    # Speed is printed by benchmarks/bench_trace_load.py; here only what was loaded counts.
     lines = ["job_id,submit_time,num_gpus,duration,model,user"]
-    lines += [
-        f"{i},{i * 0.5},{1 << (i % 4)},{60 + i % 997},m{i % 7},u{i % 13}" for i in range(100_000)
-    ]
-    p = write(tmp_path, "\n".join(lines) + "\n")
-    start = time.perf_counter()
-    w = load_csv(p)
-    elapsed = time.perf_counter() - start
-    assert len(w.jobs) == 100_000 and w.jobs[-1].num_gpus == 8
-    assert elapsed < 2.0, f"100k CSV rows took {elapsed:.2f}s"
+    lines += [f"{i},{i * 0.5},{1 << (i % 4)},{60 + i % 997},m{i % 7},u{i % 13}"
+              for i in range(20_000)]
+    w = load_csv(write(tmp_path, "\n".join(lines) + "\n"))
+    assert [j.id for j in w.jobs] == list(range(20_000))
+    last = w.jobs[-1]
+    assert (last.submit_time, last.num_gpus, last.duration, last.model, last.user) == (
+        19_999 * 0.5, 8, 60 + 19_999 % 997, "m0", f"u{19_999 % 13}")
 
 
 names = st.text(
