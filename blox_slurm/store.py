@@ -4,6 +4,8 @@ Tables:
 
 * ``jobs``       one row per managed job: what Slurm cannot remember for the policies (service
                  received in earlier runs, admitted, policy marks, hints, rank, why it waits)
+* ``runs``       every ended run (user, account, GPUs, start, end, GPU-seconds): the history
+                 fair share decays (:mod:`blox_slurm.accounting`, as in the simulator)
 * ``rounds``     one row per round: when, dry-run or not, counts, Slurm calls, errors
 * ``decisions``  what each round's policies decided (start/preempt/hold/admit/flag/drain)
 * ``actions``    every Slurm verb applied, its job ids, and whether it worked
@@ -29,10 +31,11 @@ from typing import Any
 
 import sqlite_utils
 
-from .model import Decisions, GpuSample, usage_key
+from .accounting import EndedRun, run_service, usage_at
+from .model import Decisions, GpuSample
 from .slurm.snapshot import JobExtras
 
-SCHEMA_VERSION = 2  # 2: jobs.account (fair share by account)
+SCHEMA_VERSION = 3  # 2: jobs.account (fair share by account); 3: the runs table
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,12 @@ JOB_COLUMNS: dict[str, type] = {
     "run_last_seen": float, "first_start": float, "last_event": float,
     "preemptions": int, "hints": str, "marks": str, "reason": str,
     "last_seen": float, "finished_at": float,
+}
+
+
+RUN_COLUMNS: dict[str, type] = {
+    "job_id": int, "user": str, "account": str, "gpus": int, "start": float, "end": float,
+    "gpu_seconds": float,
 }
 
 
@@ -106,6 +115,8 @@ class Store:
             db.table("jobs").add_column("account", str, not_null_default="")
         if "retired_jobs" not in db.table_names():  # rows of jobs whose id Slurm reused
             db.table("retired_jobs").create(JOB_COLUMNS)
+        if "runs" not in db.table_names():
+            self._create_runs()
         if "rounds" not in db.table_names():
             db.table("rounds").create({
                 "id": int, "started": float, "finished": float, "dry_run": int,
@@ -129,6 +140,19 @@ class Store:
             db.table("telemetry").create_index(["time"])
         db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)},
                                 pk="key")
+
+    def _create_runs(self) -> None:
+        """The runs table; a store from before it gets one run per job that has service,
+        ending at the job's latest known end (the only end that store kept)."""
+        with self.db.conn:
+            self.db.table("runs").create(RUN_COLUMNS)
+            self.db.table("runs").create_index(["end"])
+            self.db.execute(
+                "INSERT INTO runs (job_id, user, account, gpus, start, end, gpu_seconds) "
+                "SELECT job_id, user, account, num_gpus, NULL, "
+                "CASE WHEN state = 'done' THEN finished_at ELSE last_event END, attained_base "
+                "FROM (SELECT * FROM jobs UNION ALL SELECT * FROM retired_jobs) "
+                "WHERE attained_base > 0")
 
     # ------------------------------------------------------------------ rounds
 
@@ -186,66 +210,22 @@ class Store:
         known.update(self._resurrected(seen, known))
         self._retire_reused(seen, known)
         upserts: list[dict[str, Any]] = []
-        seen_ids = set()
+        runs: list[dict[str, Any]] = []
         for o in seen:
-            seen_ids.add(o.job_id)
-            row = dict(known.get(o.job_id) or {
-                "job_id": o.job_id, "attained_base": 0.0, "preemptions": 0, "admitted": 0,
-                "marks": "{}", "reason": "", "first_start": None, "run_start": None,
-                "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time,
-                "rank": None, "finished_at": None, "submit_time": o.submit_time})
-            # The same job shown again after it was counted done (slurmctld restored an older
-            # state): its service up to then is already in attained_base.
-            counted_until = row["finished_at"] if row.get("state") == "done" else None
-            # Slurm resets SubmitTime on a requeue: the first one seen is the job's place.
-            row.update(finished_at=None if counted_until is not None else row["finished_at"])
-            row.update(user=o.user, account=o.account, partition=o.partition,
-                       num_gpus=o.num_gpus, submit_time=row["submit_time"] or o.submit_time,
-                       held=int(o.held), hints=json.dumps(dict(o.hints), sort_keys=True))
-            if o.running:
-                if row["run_start"] is not None and row["run_start"] != o.run_start:
-                    _fold(row)  # a new run began since we last looked: the old one ended
-                    row["preemptions"] += 1
-                if row["run_start"] is None:
-                    row["run_start"] = max(o.run_start if o.run_start is not None else now,
-                                           counted_until or 0.0)
-                    row["run_gpus"] = gpus_of.get(o.job_id, o.num_gpus)
-                    row["last_event"] = row["run_start"]
-                    if row["first_start"] is None:
-                        row["first_start"] = row["run_start"]
-                row["run_last_seen"] = now
-                row["admitted"] = 1
-                row["state"] = "running"
-            else:
-                if row["run_start"] is not None:  # requeued since we last saw it running
-                    _fold(row)
-                    row["preemptions"] += 1
-                    row["last_event"] = now
-                row["state"] = "pending"
+            row = _seen(known.get(o.job_id), o, now, gpus_of.get(o.job_id, o.num_gpus), runs)
             if row != known.get(o.job_id):
                 upserts.append(row)
-        for job_id, row in known.items():
-            if job_id not in seen_ids:  # left the queue: finished, cancelled or failed
-                row = dict(row)
-                run = ended.get(job_id)
-                if run is not None:
-                    if row["run_start"] is None:  # that run began and ended between two looks
-                        row.update(run_start=run[0], run_gpus=row["num_gpus"])
-                        if row["first_start"] is None:
-                            row["first_start"] = run[0]
-                    # Slurm's end of that run (whose start may be floored), not our last look
-                    if run[0] <= row["run_start"] <= run[1]:
-                        row["run_last_seen"] = run[1]
-                end = row["run_last_seen"] or now
-                _fold(row)
-                row.update(state="done", finished_at=end)
-                upserts.append(row)
+        seen_ids = {o.job_id for o in seen}
+        upserts.extend(_left(row, ended.get(job_id), now, runs)
+                       for job_id, row in known.items() if job_id not in seen_ids)
         # Only changed rows are written: with 1,000 waiting jobs nearly all are unchanged, and
         # rewriting each one every round was a third of the round's time. Every job still
         # active was seen this round, so one statement stamps them all.
         with self.db.conn:
             if upserts:
                 self.db.table("jobs").upsert_all(upserts, pk="job_id")
+            if runs:
+                self.db.table("runs").insert_all(runs)
             self.db.execute("UPDATE jobs SET last_seen = ? WHERE state != 'done'", [now])
 
     def _resurrected(self, seen: Sequence[Observed],
@@ -320,22 +300,12 @@ class Store:
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         """Decayed GPU-seconds of ended runs per user and per account (``usage_key``), for
-        fair share. The store keeps one folded total per job, not each run's end, so a job's
-        ended runs all decay from its latest known end: ``finished_at`` for done jobs,
-        ``last_event`` (requeue or restart time) otherwise."""
-        used: dict[str, float] = {}
-        columns = "user, account, attained_base, state, finished_at, last_event"
-        for r in self.db.query(f"SELECT {columns} FROM jobs WHERE attained_base > 0 UNION ALL "
-                               f"SELECT {columns} FROM retired_jobs WHERE attained_base > 0"):
-            ended = r["finished_at"] if r["state"] == "done" else r["last_event"]
-            age = max(0.0, now - (ended if ended is not None else now))
-            decayed = r["attained_base"] * 0.5 ** (age / half_life)
-            keys = [usage_key("user", r["user"])]
-            if r["account"]:
-                keys.append(usage_key("account", r["account"]))
-            for key in keys:
-                used[key] = used.get(key, 0.0) + decayed
-        return used
+        fair share: each run decays from its own end, as in the simulator. Runs more than 64
+        half-lives old weigh under 2^-64 of their service and are not read."""
+        rows = self.db.query("SELECT user, account, gpu_seconds, end FROM runs WHERE end >= ?",
+                             [now - 64 * half_life])
+        return usage_at((EndedRun(r["user"], r["account"] or "", r["gpu_seconds"], r["end"])
+                         for r in rows), now, half_life)
 
     def job(self, job_id: int) -> dict[str, Any] | None:
         rows = list(self.db.table("jobs").rows_where("job_id = ?", [job_id]))
@@ -380,14 +350,89 @@ class Store:
             self.db.execute("DELETE FROM telemetry WHERE time < ?", [now - keep_seconds])
 
 
-def _fold(row: dict[str, Any]) -> None:
-    """Add the ended run's GPU-seconds to the job's attained service."""
-    if row.get("run_start") is not None:
-        end = row.get("run_last_seen") or row["run_start"]
-        row["attained_base"] = (row.get("attained_base") or 0.0) + \
-            (row.get("run_gpus") or 0) * max(0.0, end - row["run_start"])
-    row["run_start"] = None
-    row["run_gpus"] = None
+def _new_row(o: Observed) -> dict[str, Any]:
+    return {"job_id": o.job_id, "attained_base": 0.0, "preemptions": 0, "admitted": 0,
+            "marks": "{}", "reason": "", "first_start": None, "run_start": None,
+            "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time, "rank": None,
+            "finished_at": None, "submit_time": o.submit_time}
+
+
+def _seen(known: dict[str, Any] | None, o: Observed, now: float, gpus: int,
+          runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of a job Slurm shows this round (``gpus``: what its run holds)."""
+    row = dict(known or _new_row(o))
+    # The same job shown again after it was counted done (slurmctld restored an older state):
+    # its service up to then is already in attained_base.
+    counted_until = row["finished_at"] if row.get("state") == "done" else None
+    # Slurm resets SubmitTime on a requeue: the first one seen is the job's place.
+    row.update(user=o.user, account=o.account, partition=o.partition, num_gpus=o.num_gpus,
+               submit_time=row["submit_time"] or o.submit_time, held=int(o.held),
+               finished_at=None if counted_until is not None else row["finished_at"],
+               hints=json.dumps(dict(o.hints), sort_keys=True))
+    if o.running:
+        _running(row, o, now, counted_until or 0.0, gpus, runs)
+    else:
+        if row["run_start"] is not None:  # requeued since we last saw it running
+            row["last_event"] = _fold(row, runs)
+            row["preemptions"] += 1
+        row["state"] = "pending"
+    return row
+
+
+def _running(row: dict[str, Any], o: Observed, now: float, floor: float, gpus: int,
+             runs: list[dict[str, Any]]) -> None:
+    """A job seen running: a new run (or the same one seen again) since the last look.
+    ``floor``: a run cannot begin before the service already counted for the job ended."""
+    if row["run_start"] is not None and row["run_start"] != o.run_start:
+        _fold(row, runs)  # a new run began since we last looked: the old one ended
+        row["preemptions"] += 1
+    if row["run_start"] is None:
+        row["run_start"] = max(o.run_start if o.run_start is not None else now, floor)
+        row["run_gpus"] = gpus
+        row["last_event"] = row["run_start"]
+        if row["first_start"] is None:
+            row["first_start"] = row["run_start"]
+    row.update(run_last_seen=now, admitted=1, state="running")
+
+
+def _left(known: dict[str, Any], run: tuple[float, float] | None, now: float,
+          runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of a job that left the queue (finished, cancelled or failed); ``run``: Slurm's
+    ``(start, end)`` of its last run, when its record said."""
+    row = dict(known)
+    if run is not None:
+        if row["run_start"] is not None and run[0] > row["run_start"]:
+            # A later run than the one seen (stopped or moved, then restarted and ended
+            # between two looks): the seen run ended at its last look.
+            _fold(row, runs)
+            row["preemptions"] += 1
+        if row["run_start"] is None:  # that run began and ended between two looks
+            row.update(run_start=run[0], run_gpus=row["num_gpus"])
+            if row["first_start"] is None:
+                row["first_start"] = run[0]
+        # Slurm's end of that run (whose start may be floored), not our last look
+        if run[0] <= row["run_start"] <= run[1]:
+            row["run_last_seen"] = run[1]
+    end = row["run_last_seen"] or now
+    if row["run_start"] is not None:
+        _fold(row, runs)
+    row.update(state="done", finished_at=end)
+    return row
+
+
+def _fold(row: dict[str, Any], runs: list[dict[str, Any]]) -> float:
+    """End the current run: its GPU-seconds join the job's attained service and ``runs``.
+    Returns when it ended (the last time it was seen running, or when we stopped it)."""
+    start: float = row["run_start"]
+    end: float = row.get("run_last_seen") or start
+    gpus = row.get("run_gpus") or 0
+    service = run_service(gpus, start, end)
+    row["attained_base"] = (row.get("attained_base") or 0.0) + service
+    runs.append({"job_id": row["job_id"], "user": row.get("user", ""),
+                 "account": row.get("account") or "", "gpus": gpus, "start": start, "end": end,
+                 "gpu_seconds": service})
+    row.update(run_start=None, run_gpus=None)
+    return end
 
 
 def _duration(hints: Mapping[str, str]) -> float | None:

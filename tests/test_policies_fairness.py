@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from _core_helpers import cluster, comp, pending, running, snapshot, started
 
+from blox_slurm.accounting import DecayedUsage
 from blox_slurm.composition import CompositionError
 from blox_slurm.policies.scheduling.fair_share import FairShare
 from blox_slurm.policies.scheduling.las import Las
@@ -16,7 +17,7 @@ from blox_slurm.registry import PolicyError
 from blox_slurm.round import decide
 from blox_slurm.sim import simulator as simulator_module
 from blox_slurm.sim.config import SimConfig
-from blox_slurm.sim.simulator import DecayedUsage, Simulator
+from blox_slurm.sim.simulator import Simulator
 from blox_slurm.workloads.schema import JobSpec, Workload
 
 
@@ -219,8 +220,8 @@ def test_simulator_counts_a_preempted_run_when_it_ends() -> None:
 
 def test_decayed_usage_prescaled_additions_equal_direct_decay() -> None:
     u = DecayedUsage(half_life=10.0, t=0.0)
-    u.add(running(1, [0, 1], since=0.0, user="a", account="x"), at=5.0)  # 10 GPU-s at t=5
-    u.add(running(2, [0], since=0.0, user="a", account="y"), at=1000.0)  # past the prescale cap
+    u.add("a", "x", 10.0, at=5.0)  # 2 GPUs x 5 s ended at t=5
+    u.add("a", "y", 1000.0, at=1000.0)  # past the prescale cap
     got = u.at(1010.0)
     assert got["user:a"] == pytest.approx(10.0 * 0.5 ** 100.5 + 1000.0 * 0.5)
     assert got["account:x"] == pytest.approx(10.0 * 0.5 ** 100.5)
@@ -246,18 +247,20 @@ def test_controller_store_usage_decays_ended_runs_per_user_and_account(tmp_path)
         {"user:alice": 500.0, "account:ml": 500.0})
     store.observe(800.0, [seen(3, "carol", 700.0, account="")], {3: 1})
     store.observe(900.0, [], {})  # carol's job, with no account, left at 800
-    assert "account:" not in store.usage(900.0, half_life=3600.0)
+    # Jobs without an account are one party, "", as in the simulator.
+    assert store.usage(800.0, half_life=3600.0)["account:"] == pytest.approx(100.0)
 
 
-def test_a_version_1_store_gains_the_account_column_and_keeps_its_jobs(tmp_path) -> None:
+def test_a_version_1_store_gains_the_account_column_and_runs_and_keeps_its_jobs(tmp_path) -> None:
     import sqlite_utils
 
     from blox_slurm.store import SCHEMA_VERSION, Observed, Store
 
     path = tmp_path / "old.db"
     Store(path).db.close()
-    old = sqlite_utils.Database(path)  # version 1 = today's schema without jobs.account
+    old = sqlite_utils.Database(path)  # version 1 = today's schema without jobs.account, runs
     old.execute("ALTER TABLE jobs DROP COLUMN account")
+    old["runs"].drop()
     old["jobs"].insert({"job_id": 7, "user": "alice", "partition": "gpu", "num_gpus": 1,
                         "state": "done", "attained_base": 100.0, "finished_at": 0.0,
                         "last_event": 0.0})
@@ -266,7 +269,9 @@ def test_a_version_1_store_gains_the_account_column_and_keeps_its_jobs(tmp_path)
     old.close()
     store = Store(path)
     assert store.job(7)["account"] == ""  # type: ignore[index]
-    assert store.usage(0.0, half_life=3600.0) == pytest.approx({"user:alice": 100.0})
+    # Its service becomes one run ending at the job's end, for the user and the account "".
+    assert store.usage(0.0, half_life=3600.0) == pytest.approx({"user:alice": 100.0,
+                                                                "account:": 100.0})
     store.observe(10.0, [Observed(8, "bob", "gpu", 1, 0.0, True, 5.0, False, {}, "ml")], {8: 1})
     assert store.job(8)["account"] == "ml"  # type: ignore[index]
     assert store.db["meta"].get("schema_version")["value"] == str(SCHEMA_VERSION)

@@ -34,14 +34,24 @@ def test_a_run_nobody_saw_is_taken_whole_from_slurms_record(tmp_path) -> None:
     assert got[3]["finished_at"] == 600.0
 
 
-def test_a_record_of_another_run_does_not_rewrite_the_one_seen(tmp_path) -> None:
+def test_a_later_run_in_slurms_record_is_a_restart_nobody_saw(tmp_path) -> None:
     # Seen running from 100; Slurm's record says the job's last run began at 400 (requeued
-    # and restarted unseen): the seen run keeps its last look, nothing is invented.
+    # and restarted unseen): the seen run ends at its last look, the record's run counts
+    # whole, and the restart is a preemption (as the simulator counts a stop or a move).
     store = Store(tmp_path / "s.db")
     store.observe(300.0, [seen(1, 100.0)], {1: 2})
     store.observe(600.0, [], {}, {1: (400.0, 550.0)})
     got = rows(store)[1]
-    assert (got["first_start"], got["finished_at"]) == (100.0, 300.0)
+    assert (got["first_start"], got["finished_at"], got["preemptions"]) == (100.0, 550.0, 1)
+    assert got["attained_base"] == pytest.approx(2 * 200.0 + 2 * 150.0)
+
+
+def test_a_record_of_an_earlier_run_does_not_rewrite_the_one_seen(tmp_path) -> None:
+    store = Store(tmp_path / "s.db")
+    store.observe(300.0, [seen(1, 100.0)], {1: 2})
+    store.observe(600.0, [], {}, {1: (20.0, 50.0)})
+    got = rows(store)[1]
+    assert (got["first_start"], got["finished_at"], got["preemptions"]) == (100.0, 300.0, 0)
     assert got["attained_base"] == pytest.approx(2 * 200.0)
 
 

@@ -1,0 +1,36 @@
+"""What a simulation keeps of its run: a record per finished job and the utilization timeline.
+
+Kept apart from the world (which only knows the present) so the event loop can stop at any
+point and still say what happened, and so a fork that records nothing costs nothing more.
+"""
+
+from __future__ import annotations
+
+from ..model import Job
+from .records import JobRecord
+
+
+class Recorder:
+    """Finished jobs, in completion order, and ``(time, busy GPUs)`` steps."""
+
+    def __init__(self, measured: frozenset[int] | None) -> None:
+        self.measured = measured
+        self.records: list[JobRecord] = []
+        self.utilization: list[tuple[float, int]] = [(0.0, 0)]
+        self.done_goal = 0  # finished jobs that count towards the goal (measured ones, or all)
+
+    def busy(self, at: float, gpus: int) -> None:
+        """``gpus`` are busy from ``at`` (a later value at the same instant replaces it)."""
+        util = self.utilization
+        if util[-1][0] == at:
+            util[-1] = (at, gpus)
+        else:
+            util.append((at, gpus))
+
+    def finished(self, job: Job, at: float) -> None:
+        self.records.append(JobRecord(
+            job.id, job.submit_time, job.num_gpus, job.duration or 0.0,
+            job.first_start if job.first_start is not None else at, at,
+            job.preemptions, job.attained_service(at), job.model, job.user))
+        if self.measured is None or job.id in self.measured:
+            self.done_goal += 1

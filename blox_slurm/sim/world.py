@@ -1,0 +1,190 @@
+"""The simulated cluster: who holds which GPU, the active jobs, and when running jobs finish.
+
+The world is the simulator's applier: it carries a round's :class:`Decisions` out (admissions,
+marks, stops and moves, then starts) and is the referee that rejects impossible ones
+(:class:`SimulationError`): a GPU given to two jobs, a running job started, a waiting one
+stopped. It knows nothing of rounds or arrivals' order; :mod:`.simulator` drives it.
+
+Completions are a heap keyed by finish time; a stop leaves its entry behind, dropped lazily
+when popped (``finish_at`` says which entry is current).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from .. import transitions
+from ..abstractions import FreeGpus
+from ..accounting import DecayedUsage, run_service
+from ..model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, NodeState, Start
+from ..throughput import ThroughputModel
+from .config import SimConfig
+
+
+class SimulationError(RuntimeError):
+    """A policy asked for something impossible; the message names the round and the job."""
+
+
+def ceil_to(t: float, step: float) -> float:
+    """``t`` rounded up to a multiple of ``step`` (a round boundary), tolerant of float noise."""
+    return math.ceil(t / step - 1e-9) * step
+
+
+class World:
+    """GPUs, active jobs and pending completions; ``busy`` counts GPUs in use."""
+
+    def __init__(self, nodes: tuple[Node, ...], gpus: tuple[Gpu, ...], cfg: SimConfig,
+                 model: ThroughputModel, usage: DecayedUsage) -> None:
+        self.nodes, self.gpus, self.cfg, self.model, self.usage = nodes, gpus, cfg, model, usage
+        self._gpu_node = [g.node for g in gpus]
+        self._gpu_type = [g.type for g in gpus]
+        self.owner: list[int | None] = [None] * len(gpus)
+        self.active: dict[int, Job] = {}
+        # The jobs of ``active`` without GPUs, in ``active`` order: the snapshot's pending
+        # index. A stopped job re-enters at the end, so the order is repaired before the next
+        # snapshot (``_requeued``).
+        self.queued: dict[int, Job] = {}
+        self._requeued = False
+        self.finish_at: dict[int, float] = {}
+        self._heap: list[tuple[float, int]] = []
+        self.busy = 0
+        # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
+        self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
+
+    # ------------------------------------------------------------------ jobs entering
+
+    def arrive(self, job: Job) -> None:
+        self.active[job.id] = self.queued[job.id] = job
+
+    def resume(self, jobs: tuple[Job, ...], t: float) -> None:
+        """The jobs of a start state (a fork): running ones keep their GPUs and progress."""
+        owner = self.owner
+        for job in jobs:
+            for g in job.gpus:
+                if owner[g] is not None:
+                    raise SimulationError(f"start state: GPU {g} held by jobs {owner[g]} and "
+                                          f"{job.id}")
+                owner[g] = job.id
+        self.free = FreeGpus({n.name: tuple(g for g in n.gpu_ids if owner[g] is None)
+                              for n in self.nodes if n.state is NodeState.UP}, self.gpus)
+        for job in jobs:
+            if not job.gpus:
+                self.arrive(job)
+                continue
+            self.active[job.id] = job
+            self.busy += len(job.gpus)
+            self._schedule(job, t)
+
+    # ------------------------------------------------------------------ completions
+
+    def next_completion(self) -> float:
+        return self._heap[0][0] if self._heap else math.inf
+
+    def pop_completion(self, upto: float) -> tuple[Job, float] | None:
+        """The next job that finishes by ``upto``, removed from the world, and its end."""
+        heap = self._heap
+        while heap and heap[0][0] <= upto:
+            ft, jid = heapq.heappop(heap)
+            if self.finish_at.get(jid) != ft:
+                continue  # superseded by a stop
+            del self.finish_at[jid]
+            job = self.active.pop(jid)
+            self._end_run(job, ft)
+            return job, ft
+        return None
+
+    # ------------------------------------------------------------------ rounds
+
+    def snapshot(self, t: float, throughput: ThroughputModel) -> ClusterSnapshot:
+        if self._requeued:
+            queued = self.queued
+            self.queued = {jid: job for jid, job in self.active.items() if jid in queued}
+            self._requeued = False
+        return ClusterSnapshot(t, self.nodes, self.gpus, tuple(self.active.values()),
+                               throughput=throughput, usage=self.usage.at(t), free=self.free,
+                               pending=tuple(self.queued.values()))
+
+    def apply(self, d: Decisions, t: float) -> None:
+        """Admissions, then stops and moves (freeing GPUs), then starts and the moved jobs'
+        restarts. A job admitted and started in the same round is admitted by the start."""
+        starting = {st.job_id for st in d.start} if d.admit else ()
+        for jid in d.admit:
+            if jid not in starting:
+                self._replace(transitions.admit(self.active[jid]))
+        for jid, key, value in d.marks:
+            self._replace(transitions.mark(self.active[jid], ((key, value),)))
+        for jid in d.preempt:
+            self._stop(jid, t)
+        for st in d.placed:
+            self._start(st, t)
+
+    # ------------------------------------------------------------------ internals
+
+    def _replace(self, job: Job) -> None:
+        self.active[job.id] = job
+        if job.id in self.queued:
+            self.queued[job.id] = job
+
+    def _stop(self, jid: int, t: float) -> None:
+        job = self._check(jid, JobState.RUNNING, t)
+        self._end_run(job, t)
+        del self.finish_at[jid]
+        self.active[jid] = self.queued[jid] = transitions.preempt(job, t)
+        self._requeued = True
+
+    def _start(self, st: Start, t: float) -> None:
+        job = self._check(st.job_id, JobState.PENDING, t)
+        self._take(job.id, st.gpus, t)
+        rate = self._rate(job, st.gpus, t)
+        self.busy += len(st.gpus)
+        del self.queued[job.id]
+        self.active[job.id] = job = transitions.start(job, st.gpus, t, rate,
+                                                      self.cfg.restart_cost)
+        self._schedule(job, t)
+
+    def _rate(self, job: Job, gpus: tuple[int, ...], t: float) -> float:
+        """Progress per second on ``gpus``; a job spread over types runs at the slowest."""
+        n = len(gpus)
+        types = {self._gpu_type[g] for g in gpus}
+        spans = len({self._gpu_node[g] for g in gpus})
+        rate = min(self.model.rate(job, n, spans, ty) for ty in types)
+        if rate <= 0:
+            raise SimulationError(f"t={t}: job {job.id} would make no progress on {n} GPU(s) "
+                                  f"of type {sorted(types)}")
+        return rate
+
+    def _schedule(self, job: Job, t: float) -> None:
+        """Queue the completion of running ``job`` (started or seen at ``t``) at its rate."""
+        since = job.work_since if job.work_since is not None else t
+        ft = since + ((job.duration or 0.0) - job.work_base) / job.rate
+        if self.cfg.quantize_to_rounds:
+            ft = ceil_to(ft, self.cfg.round_duration)
+        self.finish_at[job.id] = ft
+        heapq.heappush(self._heap, (ft, job.id))
+
+    def _end_run(self, job: Job, at: float) -> None:
+        """The current run of ``job`` ends at ``at``: its GPUs free, its usage counted."""
+        if job.run_since is not None:
+            self.usage.add(job.user, job.account, run_service(len(job.gpus), job.run_since, at),
+                           at)
+        for g in job.gpus:
+            self.owner[g] = None
+        self.free.give(job.gpus)
+        self.busy -= len(job.gpus)
+
+    def _take(self, job_id: int, gpus: tuple[int, ...], t: float) -> None:
+        owner = self.owner
+        for g in gpus:
+            if owner[g] is not None:
+                raise SimulationError(f"t={t}: GPU {g} given to job {job_id} but job "
+                                      f"{owner[g]} holds it")
+            owner[g] = job_id
+        self.free.take(gpus)
+
+    def _check(self, jid: int, want: JobState, t: float) -> Job:
+        job = self.active.get(jid)
+        if job is None or job.state is not want:
+            have = "unknown" if job is None else job.state.value
+            raise SimulationError(f"t={t}: decision needs job {jid} {want.value}, it is {have}")
+        return job
