@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import TypeVar
 
 from .abstractions import FreeGpus
 from .active_lock import ActiveLock
@@ -43,6 +44,7 @@ from .telemetry.buffer import TelemetryBuffer
 from .telemetry.prometheus import MetricsRegistry
 
 log = logging.getLogger("blox_slurm.controller")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,21 @@ class RoundReport:
     failures: int
     error: str = ""
     deferred: tuple[int, ...] = ()  # moved jobs stopped but not yet restarted (see Applier)
+
+
+class _RoundFailed(Exception):
+    """Observing failed: the round ends with this message and decides nothing."""
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a round observed: when, the nodes, every job listed (ended ones too) and the
+    managed ones the policy may see."""
+
+    now: float
+    nodes: list[SlurmNode]
+    listed: list[SlurmJob]
+    managed: dict[int, SlurmJob]
 
 
 def user_held(job: SlurmJob) -> bool:
@@ -103,52 +120,80 @@ class Controller:
         return out
 
     def round(self) -> RoundReport:
+        """One round as a pipeline of values: observe -> fold history -> snapshot -> decide
+        -> plan -> record -> apply. A Slurm error or a misconfiguration while observing ends
+        the round before anything is decided (and before the heartbeat, for the latter)."""
         started = self.clock()
         calls0 = self.client.calls
         rid = self.store.begin_round(started, self.cfg.dry_run, self.comp.name)
         try:
-            # Nodes first: a job Slurm starts between the two reads is then seen RUNNING with
-            # its GPUs; read the other way round it looks pending while its GPUs look taken,
-            # and the plan would hold a job that has just started.
-            nodes = self.client.list_nodes()
-            # Ended jobs too (the same squeue call): a job that ran and ended between two
-            # looks, e.g. while no controller was up, still gets its run into the history.
-            listed = self.client.list_jobs(self.cfg.partitions, finished=True)
-        except SlurmError as exc:
-            return self._failed(rid, started, calls0, f"observe: {exc}")
+            seen = self._observe(rid)
+        except _RoundFailed as exc:
+            return self._failed(rid, started, calls0, str(exc))
+        self._fold_history(seen)
+        # runnable: what the policy may start
+        aside = {**held_back(seen.managed), **self.watch.update(seen.managed, seen.now)}
+        snapshot = self.snapshot({k: j for k, j in seen.managed.items() if k not in aside},
+                                 seen.nodes, seen.now)
+        crashpoint("observed")
+        d = decide(snapshot, self.comp, explain=True)
+        plan = make_plan(seen.managed, d, snapshot,
+                         frozenset(n.name for n in seen.nodes if n.draining))
+        self._record_decisions(rid, d, plan, snapshot, aside)
+        crashpoint("decided")
+        applier = self._apply(rid, plan)
+        return self._finished(rid, started, calls0, snapshot, d, plan, applier)
+
+    def _observe(self, rid: int) -> _Seen:
+        """Nodes, then jobs (ended ones too), and which jobs are ours; arrays split first."""
+        # Nodes first: a job Slurm starts between the two reads is then seen RUNNING with its
+        # GPUs; read the other way round it looks pending while its GPUs look taken, and the
+        # plan would hold a job that has just started.
+        nodes = self._read(self.client.list_nodes)
+        # Ended jobs too (the same squeue call): a job that ran and ended between two looks,
+        # e.g. while no controller was up, still gets its run into the history.
+        listed = self._read(self._list_jobs)
         problem = self.misconfigured(nodes)
         if problem is not None:  # before the heartbeat: the plugin must fail open
-            return self._failed(rid, started, calls0, f"config: {problem}")
+            raise _RoundFailed(f"config: {problem}")
         now = self.clock()
         if not self.cfg.dry_run:
             write_heartbeat(self.cfg.heartbeat, now)
         managed = self.managed_jobs([j for j in listed if j.queued])
         if self._split_arrays(rid, managed):  # new job records: read the queue again
-            try:
-                listed = self.client.list_jobs(self.cfg.partitions, finished=True)
-            except SlurmError as exc:
-                return self._failed(rid, started, calls0, f"observe: {exc}")
+            listed = self._read(self._list_jobs)
             managed = self.managed_jobs([j for j in listed if j.queued])
         # the policy sees array tasks, never an array's unsplit rest
         managed = {k: j for k, j in managed.items() if not j.unsplit_array}
-        self.store.observe(now, [_observed(j) for j in managed.values()],
-                           {j.job_id: _allocated_gpus(j) for j in managed.values() if j.active},
-                           {j.job_id: run for j in listed if (run := j.ended_run) is not None})
-        # runnable: what the policy may start
-        aside = {**held_back(managed), **self.watch.update(managed, now)}
-        snapshot = self.snapshot({k: j for k, j in managed.items() if k not in aside}, nodes,
-                                 now)
-        crashpoint("observed")
-        d = decide(snapshot, self.comp, explain=True)
-        drained = frozenset(n.name for n in nodes if n.draining)
-        plan = make_plan(managed, d, snapshot, drained)
+        return _Seen(now, nodes, listed, managed)
+
+    def _list_jobs(self) -> list[SlurmJob]:
+        return self.client.list_jobs(self.cfg.partitions, finished=True)
+
+    @staticmethod
+    def _read(call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except SlurmError as exc:
+            raise _RoundFailed(f"observe: {exc}") from None
+
+    def _fold_history(self, seen: _Seen) -> None:
+        managed = seen.managed.values()
+        self.store.observe(seen.now, [_observed(j) for j in managed],
+                           {j.job_id: _allocated_gpus(j) for j in managed if j.active},
+                           {j.job_id: run for j in seen.listed
+                            if (run := j.ended_run) is not None})
+
+    def _record_decisions(self, rid: int, d: Decisions, plan: Plan, snapshot: ClusterSnapshot,
+                          aside: Mapping[int, str]) -> None:
         gpu_nodes = {s.job_id: sorted({snapshot.gpus[g].node for g in s.gpus})
                      for s in d.placed}
         self.store.record_decisions(rid, d, plan.hold, gpu_nodes)
         self.store.update_policy_state(d.admit, d.marks,
                                        {j: r for r, j in enumerate(d.order)},
                                        {**d.reasons, **aside})
-        crashpoint("decided")
+
+    def _apply(self, rid: int, plan: Plan) -> Applier:
         applier = Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
             rid, verb, ids, ok, err, self.cfg.dry_run), dry_run=self.cfg.dry_run,
             checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,
@@ -156,7 +201,7 @@ class Controller:
         applier.apply(plan)
         if not self.cfg.dry_run:
             self._after_apply(plan, applier)
-        return self._finished(rid, started, calls0, snapshot, d, plan, applier)
+        return applier
 
     def _split_arrays(self, rid: int, managed: Mapping[int, SlurmJob]) -> bool:
         """Give the next tasks of every held array their own job records (see

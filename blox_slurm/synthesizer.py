@@ -166,28 +166,8 @@ def build_synthesizer(config: dict[str, Any], name: str | None, base: Path | Non
     if extra:
         raise CompositionError(f"a synthesizer composition has no [{sorted(extra)[0]}] section: "
                                "its candidates carry the policies")
-    try:
-        params = SynthesizerParams.model_validate(config["synthesizer"])
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}"
-                             for e in exc.errors())
-        raise CompositionError(f"[synthesizer]: {problems}") from None
-    candidates: list[Composition] = []
-    for entry in params.candidates:
-        if isinstance(entry, str):
-            source = Path(entry)
-            if base is not None and source.suffix and not source.is_absolute():
-                source = base / source
-            path, data = read(source)
-            cand_name = data.get("name") or path.stem
-        else:
-            data, cand_name = entry, entry.get("name")
-        if "synthesizer" in data:
-            raise CompositionError(f"candidate {cand_name!r} is itself a synthesizer")
-        try:
-            candidates.append(build(data, name=cand_name))
-        except CompositionError as exc:
-            raise CompositionError(f"[synthesizer] candidate {cand_name!r}: {exc}") from None
+    params = _params(config["synthesizer"])
+    candidates = [_candidate(entry, base) for entry in params.candidates]
     names = [c.name for c in candidates]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -202,3 +182,29 @@ def build_synthesizer(config: dict[str, Any], name: str | None, base: Path | Non
         first.preemption, first.cluster, config=normalized,
         candidates=tuple(candidates), params=params)
 
+
+def _params(table: Any) -> SynthesizerParams:
+    try:
+        return SynthesizerParams.model_validate(table)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise CompositionError(f"[synthesizer]: {problems}") from None
+
+
+def _candidate(entry: str | dict[str, Any], base: Path | None) -> Composition:
+    """One candidate: a bundled name, a file (relative to ``base``) or an inline table."""
+    if isinstance(entry, str):
+        source = Path(entry)
+        if base is not None and source.suffix and not source.is_absolute():
+            source = base / source
+        path, data = read(source)
+        cand_name = data.get("name") or path.stem
+    else:
+        data, cand_name = entry, entry.get("name")
+    if "synthesizer" in data:
+        raise CompositionError(f"candidate {cand_name!r} is itself a synthesizer")
+    try:
+        return build(data, name=cand_name)
+    except CompositionError as exc:
+        raise CompositionError(f"[synthesizer] candidate {cand_name!r}: {exc}") from None
