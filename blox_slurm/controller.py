@@ -201,6 +201,10 @@ class Controller:
         applier.apply(plan)
         if not self.cfg.dry_run:
             self._after_apply(plan, applier)
+            if not applier.failures:
+                # Slurm answered every verb: refresh the lease, which the wait for a moved
+                # job's requeue (up to grace_seconds) would otherwise have aged.
+                write_heartbeat(self.cfg.heartbeat, self.clock())
         return applier
 
     def _split_arrays(self, rid: int, managed: Mapping[int, SlurmJob]) -> bool:

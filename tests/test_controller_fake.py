@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from blox_slurm.controller import Controller
 from blox_slurm.controller_config import ControllerConfig
 from blox_slurm.loading import load
+from blox_slurm.slurm.job_submit import read_heartbeat
 from blox_slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
@@ -107,3 +108,20 @@ def test_no_job_is_lost_and_no_gpu_given_twice(tmp_path_factory: pytest.TempPath
     ctl = controller(fake, tmp_path_factory.mktemp("ctl"), composition)
     run_to_the_end(fake, ctl)
     assert [fake.jobs[j].job.state for j in ids] == ["COMPLETED"] * len(ids)
+
+
+def test_a_round_whose_verbs_all_worked_refreshes_the_lease_at_its_end(tmp_path: Path) -> None:
+    """The heartbeat written when the round observed ages while it applies (a move waits up
+    to grace_seconds): a round that Slurm answered in full writes it again at its end."""
+    fake = FakeSlurm([(1, 4)])
+    fake.submit_job(1, runtime=600.0)
+    ticks = iter(range(1, 10**6))  # every clock reading is one second later
+    cfg = ControllerConfig(store=str(tmp_path / "state.db"), heartbeat=str(tmp_path / "hb"),
+                           plugin_config="", round_seconds=ROUND)
+    ctl = Controller(cfg, load("fifo"), fake, Store(cfg.store),
+                     clock=lambda: fake.now + next(ticks))
+    report = ctl.round()
+    assert report.error == "" and report.plan is not None and report.plan.released
+    observed_at = report.started + 1  # the second reading: when the round observed
+    stamp = read_heartbeat(cfg.heartbeat)
+    assert stamp is not None and observed_at < stamp < report.started + report.seconds
