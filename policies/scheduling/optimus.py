@@ -3,13 +3,70 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job, NodeState
+from blox_slurm.model import ClusterSnapshot, Job, Node, NodeState
 from blox_slurm.registry import register
 from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
+
+# (marginal gain T(n+1) - T(n), submit time, id, job): a min-heap pops the biggest speed-up
+# first, ties by arrival.
+_Offer = tuple[float, float, int, Job]
+
+
+def _remaining(job: Job, now: float) -> float:
+    """Remaining time, infinite without an oracle duration: such jobs rank last and never grow,
+    since no gain can be computed for them."""
+    r = job.remaining(now)
+    return math.inf if r is None else r
+
+
+def _spare(snapshot: ClusterSnapshot, up: Sequence[Node], running: Sequence[Job]) -> int:
+    """Free GPUs of UP nodes: a job still running on a draining node holds none of them."""
+    up_names = {n.name for n in up}
+    gpus = snapshot.gpus
+    busy = sum(1 for j in running for g in j.gpus if gpus[g].node in up_names)
+    return sum(len(n.gpu_ids) for n in up) - busy
+
+
+def _admit(pending: Sequence[Job], spare: int) -> dict[int, int]:
+    """Requested GPU counts of the pending jobs that fit, in rank order: a job that does not
+    fit is skipped, not waited for, so smaller ones behind it may still start."""
+    alloc: dict[int, int] = {}
+    for j in pending:
+        if j.num_gpus <= spare:
+            alloc[j.id] = j.num_gpus
+            spare -= j.num_gpus
+    return alloc
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    """``T(n)``, a job's remaining time at ``n`` GPUs, from the snapshot's throughput model:
+    the simulator's own model, so policy and world agree on what a GPU more is worth."""
+
+    model: ThroughputModel
+    per_node: int  # GPUs of the largest UP node: how many nodes ``n`` GPUs span
+    gpu_type: str  # the first UP node's: every job is rated as if on that type
+    now: float
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot, up: Sequence[Node]) -> _Runtime:
+        per_node = max((len(n.gpu_ids) for n in up), default=1) or 1
+        return cls(snapshot.throughput or DEFAULT_THROUGHPUT, per_node,
+                   up[0].gpu_type if up else "gpu", snapshot.now)
+
+    def at(self, job: Job, n: int) -> float:
+        nodes = math.ceil(n / self.per_node)
+        return _remaining(job, self.now) / max(self.model.rate(job, n, nodes, self.gpu_type),
+                                               1e-9)
+
+    def offer(self, job: Job, n: int) -> _Offer:
+        """``job``'s bid for its ``n + 1``-th GPU (negative gain: it gets faster)."""
+        return (self.at(job, n + 1) - self.at(job, n), job.submit_time, job.id, job)
 
 
 @register("scheduling", "optimus")
@@ -42,41 +99,29 @@ class Optimus(SchedulingBase):
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         now = snapshot.now
-        model: ThroughputModel = snapshot.throughput or DEFAULT_THROUGHPUT
         up = [n for n in snapshot.nodes if n.state is NodeState.UP]
-        per_node = max((len(n.gpu_ids) for n in up), default=1) or 1
-        gpu_type = up[0].gpu_type if up else "gpu"
         running = sorted((j for j in jobs if j.running), key=lambda j: (j.submit_time, j.id))
-        # Spare = free GPUs of UP nodes: a job still running on a draining node holds none.
-        up_names = {n.name for n in up}
-        gpus = snapshot.gpus
-        busy = sum(1 for j in running for g in j.gpus if gpus[g].node in up_names)
-        spare = sum(len(n.gpu_ids) for n in up) - busy
-
-        def remaining(j: Job) -> float:
-            r = j.remaining(now)
-            return math.inf if r is None else r
-
         pending = sorted((j for j in jobs if not j.running),
-                         key=lambda j: (remaining(j), j.submit_time, j.id))
-        alloc: dict[int, int] = {}
-        for j in pending:
-            if j.num_gpus <= spare:
-                alloc[j.id] = j.num_gpus
-                spare -= j.num_gpus
+                         key=lambda j: (_remaining(j, now), j.submit_time, j.id))
+        spare = _spare(snapshot, up, running)
+        alloc = _admit(pending, spare)
+        self._grow(pending, alloc, spare - sum(alloc.values()), _Runtime.of(snapshot, up))
+        grown = {j.id: alloc[j.id] for j in pending if alloc.get(j.id, j.num_gpus) != j.num_gpus}
+        return Schedule([*running, *pending], grown)
 
-        def time_at(j: Job, n: int) -> float:
-            nodes = math.ceil(n / per_node)
-            return remaining(j) / max(model.rate(j, n, nodes, gpu_type), 1e-9)
+    def _cap(self, job: Job) -> int:
+        """The most GPUs ``job`` may grow to."""
+        return min(self.max_gpus, int(job.num_gpus * self.max_scale))
 
-        def cap(j: Job) -> int:
-            return min(self.max_gpus, int(j.num_gpus * self.max_scale))
-
-        heap: list[tuple[float, float, int, Job]] = []
+    def _grow(self, pending: Sequence[Job], alloc: dict[int, int], spare: int,
+              runtime: _Runtime) -> None:
+        """Hand ``spare`` GPUs out one at a time (in ``alloc``) to the admitted job whose
+        remaining time drops most, until they run out or no job speeds up from one more."""
+        heap: list[_Offer] = []
         for j in pending:
             n = alloc.get(j.id)
-            if n is not None and n < cap(j) and remaining(j) < math.inf:
-                heap.append((time_at(j, n + 1) - time_at(j, n), j.submit_time, j.id, j))
+            if n is not None and n < self._cap(j) and _remaining(j, runtime.now) < math.inf:
+                heap.append(runtime.offer(j, n))
         heapq.heapify(heap)
         while spare > 0 and heap:
             neg_gain, _, _, j = heapq.heappop(heap)
@@ -84,7 +129,5 @@ class Optimus(SchedulingBase):
                 break  # nobody speeds up from another GPU
             n = alloc[j.id] = alloc[j.id] + 1
             spare -= 1
-            if n < cap(j):
-                heapq.heappush(heap, (time_at(j, n + 1) - time_at(j, n), j.submit_time, j.id, j))
-        grown = {j.id: alloc[j.id] for j in pending if alloc.get(j.id, j.num_gpus) != j.num_gpus}
-        return Schedule([*running, *pending], grown)
+            if n < self._cap(j):
+                heapq.heappush(heap, runtime.offer(j, n))
