@@ -215,6 +215,82 @@ def priority(share: float, on_type: float, age: float) -> float:
     return share / received if received > 0 else math.inf
 
 
+_Mark = tuple[int, str, float]  # (job id, key, value), as in ``Schedule.marks``
+# (-priority, -share, submit time, job id, type index, job): sorted on the first four, the
+# order in which Gavel's round hands out (job, type) pairs.
+_Pair = tuple[float, float, float, int, int, Job]
+
+
+def _largest_nodes(snapshot: ClusterSnapshot) -> dict[str, int]:
+    """Per GPU type of the UP nodes, the GPUs of its largest node: a job asking for more is
+    rated as spanning two nodes."""
+    largest: dict[str, int] = {}
+    for n in snapshot.nodes:
+        if n.state is NodeState.UP:
+            largest[n.gpu_type] = max(largest.get(n.gpu_type, 0), len(n.gpu_ids))
+    return largest
+
+
+def _rates(model: ThroughputModel, job: Job, types: Sequence[str], capacity: np.ndarray,
+           largest: dict[str, int]) -> list[float]:
+    """``thr[j, :]``: the job's rate at its requested GPU count on each type; 0 (which pins
+    ``X[j,t] = 0``) on a type with fewer usable GPUs than it needs or other than the one the
+    user asked for, the only type it can use then."""
+    asked = job.hint("gpu_type")
+    return [model.rate(job, job.num_gpus, 1 if job.num_gpus <= largest[t] else 2, t)
+            if job.num_gpus <= cap and asked in (None, t) else 0.0
+            for t, cap in zip(types, capacity, strict=True)]
+
+
+def _remaining_times(jobs: Sequence[Job], now: float) -> np.ndarray:
+    """``remaining_j`` for ``min_makespan``: a job without a duration counts as the longest
+    known remaining time (1 s if none is known), so it is not starved."""
+    rem = [j.remaining(now) for j in jobs]
+    longest = max((r for r in rem if r is not None), default=1.0)
+    return np.array([longest if r is None else r for r in rem], dtype=float)
+
+
+def _current_run(job: Job, gpu_type: Sequence[str]) -> tuple[str, float] | None:
+    """(type, start) of a running job's current run, ``None`` when it is not running. A job
+    spanning types is counted on its first GPU's type."""
+    if job.running and job.run_since is not None:
+        return gpu_type[job.gpus[0]], job.run_since
+    return None
+
+
+def _time_on_types(job: Job, now: float, gpu_type: Sequence[str]
+                   ) -> tuple[dict[str, float], list[_Mark]]:
+    """Seconds ``job`` ran on each type up to ``now``, and the marks that make the world keep
+    them: a running job adds the time since it was last counted (or started, if later) to its
+    current type. Preemptions happen only at rounds, so nothing is lost between counts."""
+    spent = {k[len(ON):]: v for k, v in job.marks if k.startswith(ON)}
+    run = _current_run(job, gpu_type)
+    if run is None:
+        return spent, []
+    t, since = run
+    extra = now - max(job.mark(SEEN, since), since)
+    if extra > 0:
+        spent[t] = spent.get(t, 0.0) + extra
+        return spent, [(job.id, ON + t, spent[t]), (job.id, SEEN, now)]
+    return spent, []
+
+
+def _assign(pairs: Sequence[_Pair], types: Sequence[str], capacity: np.ndarray
+            ) -> tuple[dict[int, str], list[Job]]:
+    """Gavel's round: in priority order, a job takes the type of its first pair whose type
+    still has its GPUs unclaimed. Returns the types given and the jobs in order of assignment,
+    which is their rank."""
+    left = capacity.copy()
+    chosen: dict[int, str] = {}
+    ranked: list[Job] = []
+    for _, _, _, jid, ti, j in pairs:
+        if jid not in chosen and j.num_gpus <= left[ti]:
+            left[ti] -= j.num_gpus
+            chosen[jid] = types[ti]
+            ranked.append(j)
+    return chosen, ranked
+
+
 @register("scheduling", "gavel")
 class Gavel(SchedulingBase):
     """Gavel's heterogeneity-aware policies (allocation LP + round-based priorities)."""
@@ -237,61 +313,55 @@ class Gavel(SchedulingBase):
                    ) -> tuple[list[str], list[Job], np.ndarray, np.ndarray]:
         """(types, jobs in the LP, X over them, capacity per type)."""
         model: ThroughputModel = snapshot.throughput or DEFAULT_THROUGHPUT
-        sizes: dict[str, list[int]] = {}
-        for n in snapshot.nodes:
-            if n.state is NodeState.UP:
-                sizes.setdefault(n.gpu_type, []).append(len(n.gpu_ids))
-        types = sorted(sizes)
+        largest = _largest_nodes(snapshot)
+        types = sorted(largest)
         usable = usable_gpus(snapshot)
         capacity = np.array([usable[t] for t in types], dtype=float)
-        largest = [max(sizes[t]) for t in types]
-        rows, lp_jobs = [], []
-        for j in jobs:
-            asked = j.hint("gpu_type")  # a type the user requested is the only one it can use
-            row = [model.rate(j, j.num_gpus, 1 if j.num_gpus <= big else 2, t)
-                   if j.num_gpus <= cap and asked in (None, t) else 0.0
-                   for t, cap, big in zip(types, capacity, largest, strict=True)]
-            if any(r > 0 for r in row):
-                rows.append(row)
-                lp_jobs.append(j)
-        thr = np.array(rows, dtype=float).reshape(len(lp_jobs), len(types))
+        rated = [(j, _rates(model, j, types, capacity, largest)) for j in jobs]
+        lp = [(j, row) for j, row in rated if any(r > 0 for r in row)]  # jobs that can run
+        lp_jobs = [j for j, _ in lp]
+        thr = np.array([row for _, row in lp], dtype=float).reshape(len(lp_jobs), len(types))
         gpus = np.array([j.num_gpus for j in lp_jobs], dtype=float)
-        remaining = None
-        key: object = (tuple(types), tuple(capacity), id(model),
-                       tuple((j.id, j.model, j.num_gpus) for j in lp_jobs))
-        if self.objective == "min_makespan":
-            rem = [j.remaining(snapshot.now) for j in lp_jobs]
-            known = [r for r in rem if r is not None]
-            longest = max(known, default=1.0)
-            remaining = np.array([longest if r is None else r for r in rem], dtype=float)
-            key = None  # remaining work changes every round
-        if key is not None and self._memo is not None and self._memo[0] == key:
-            x = self._memo[1]
-        else:
+        if self.objective == "min_makespan":  # remaining work changes every round: no memo
+            remaining = _remaining_times(lp_jobs, snapshot.now)
             x = allocate(thr, gpus, capacity, self.objective, remaining)
-            if key is not None:
-                self._memo = (key, x)
+        else:
+            key = (tuple(types), tuple(capacity), id(model),
+                   tuple((j.id, j.model, j.num_gpus) for j in lp_jobs))
+            x = self._memoized(key, thr, gpus, capacity)
         return types, lp_jobs, x, capacity
+
+    def _memoized(self, key: object, thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
+                  ) -> np.ndarray:
+        """``allocate`` for a remaining-free objective, reusing the last LP's answer when
+        ``key`` (everything the LP depends on) is unchanged: the job set changes only at
+        arrivals and completions, so most rounds skip the solve."""
+        if self._memo is None or self._memo[0] != key:
+            self._memo = (key, allocate(thr, gpus, capacity, self.objective))
+        return self._memo[1]
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         now = snapshot.now
         types, lp_jobs, x, capacity = self.allocation(snapshot, jobs)
         gpu_type = [g.type for g in snapshot.gpus]
-        marks: list[tuple[int, str, float]] = []
-        on: dict[int, dict[str, float]] = {}
-        current: dict[int, str] = {}
-        for j in jobs:
-            spent = {k[len(ON):]: v for k, v in j.marks if k.startswith(ON)}
-            if j.running and j.run_since is not None:
-                t = gpu_type[j.gpus[0]]
-                current[j.id] = t
-                extra = now - max(j.mark(SEEN, j.run_since), j.run_since)
-                if extra > 0:
-                    spent[t] = spent.get(t, 0.0) + extra
-                    marks += [(j.id, ON + t, spent[t]), (j.id, SEEN, now)]
-            on[j.id] = spent
+        counted = [_time_on_types(j, now, gpu_type) for j in jobs]
+        on = {j.id: spent for j, (spent, _) in zip(jobs, counted, strict=True)}
+        current = {j.id: run[0] for j in jobs if (run := _current_run(j, gpu_type)) is not None}
+        pairs, best = self._pairs(x, lp_jobs, types, on, current, now)
+        chosen, ranked = _assign(pairs, types, capacity)
+        rest = sorted((j for j in jobs if j.id not in chosen),
+                      key=lambda j: (not j.running, -best.get(j.id, 0.0), j.submit_time, j.id))
+        marks = tuple(m for _, job_marks in counted for m in job_marks)
+        return Schedule(ranked + rest, types=chosen, marks=marks)
 
-        pairs = []  # (-priority, -share, submit, id, type index, job)
+    def _pairs(self, x: np.ndarray, lp_jobs: Sequence[Job], types: Sequence[str],
+               on: dict[int, dict[str, float]], current: dict[int, str], now: float
+               ) -> tuple[list[_Pair], dict[int, float]]:
+        """The (job, type) pairs jobs may be given, in Gavel's priority order, and each
+        job's best priority (how far behind its allocation it is: the rank of the jobs left
+        without a type). A pair needs a share of the allocation and, with ``migrate = false``,
+        a running job's own type."""
+        pairs: list[_Pair] = []
         best: dict[int, float] = {}
         for row, j in zip(x, lp_jobs, strict=True):
             age = now - j.submit_time
@@ -303,15 +373,4 @@ class Gavel(SchedulingBase):
                 best[j.id] = max(best.get(j.id, 0.0), p)
                 pairs.append((-p, -share, j.submit_time, j.id, ti, j))
         pairs.sort(key=lambda e: e[:4])
-
-        left = capacity.copy()
-        chosen: dict[int, str] = {}
-        ranked: list[Job] = []
-        for _, _, _, jid, ti, j in pairs:
-            if jid not in chosen and j.num_gpus <= left[ti]:
-                left[ti] -= j.num_gpus
-                chosen[jid] = types[ti]
-                ranked.append(j)
-        rest = sorted((j for j in jobs if j.id not in chosen),
-                      key=lambda j: (not j.running, -best.get(j.id, 0.0), j.submit_time, j.id))
-        return Schedule(ranked + rest, types=chosen, marks=tuple(marks))
+        return pairs, best
