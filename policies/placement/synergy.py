@@ -46,6 +46,19 @@ def _need(job: Job, node: Node, total: int) -> list[float]:
             for d, cap in zip((job.cpus, job.memory_mb), _caps(node), strict=True)]
 
 
+# (rank, GPUs) of a node that fits: rank = (stranding, free GPUs left, node order).
+_Fit = tuple[tuple[float, int, int], tuple[GpuId, ...]]
+
+
+def _least_stranding(fits: Sequence[_Fit], k: int) -> tuple[GpuId, ...] | None:
+    """The GPUs of the ``k`` best-ranked fitting nodes for a job bound to ``k`` nodes (``None``
+    when fewer fit): it never spans beyond them, so it waits rather than take others."""
+    if len(fits) < k:
+        return None
+    out = [g for _, gpus in sorted(fits, key=lambda kg: kg[0])[:k] for g in gpus]
+    return tuple(sorted(out)) if k > 1 else tuple(out)
+
+
 @register("placement", "synergy")
 class Synergy:
     """Packs GPUs, CPUs and memory together, so GPU-proportional CPU/memory is not a hard rule.
@@ -89,23 +102,28 @@ class Synergy:
         per = count // fixed if fixed is not None else count
         nodes = {n.name: n for n in snapshot.nodes if n.name in free.by_node}
         left = self._left(snapshot, nodes, free) if self.tune else {}
-        fits: list[tuple[tuple[float, int, int], tuple[GpuId, ...]]] = []
-        for i, (name, gpus) in enumerate(free.by_node.items()):
-            if len(gpus) < per or self._room(job, per, count, nodes[name],
-                                             left.get(name)) < per:
-                continue
-            key = (self._stranding(job, per, nodes[name], len(gpus), left.get(name), count),
-                   len(gpus) - per, i)
-            fits.append((key, gpus[:per]))
+        fits = self._fits(job, per, count, free, nodes, left)
         if fixed is not None:
-            if len(fits) < fixed:
-                return None
-            fits.sort(key=lambda kg: kg[0])
-            out = [g for _, gpus in fits[:fixed] for g in gpus]
-            return tuple(sorted(out)) if fixed > 1 else tuple(out)
+            return _least_stranding(fits, fixed)
         if fits:
             return min(fits, key=lambda kg: kg[0])[1]
         return self._span(job, count, free, nodes, left)
+
+    def _fits(self, job: Job, per: int, total: int, free: FreeGpus, nodes: dict[str, Node],
+              left: dict[str, list[float]]) -> list[_Fit]:
+        """Every node that can give ``job`` ``per`` of its ``total`` GPUs (free GPUs, and the
+        CPUs/memory for them), with its first ``per`` free GPUs and its rank: least stranding,
+        then fewest free GPUs left (best fit), then node order."""
+        fits: list[_Fit] = []
+        for i, (name, gpus) in enumerate(free.by_node.items()):
+            if len(gpus) < per:
+                continue
+            node, rest = nodes[name], left.get(name)
+            if self._room(job, per, total, node, rest) < per:
+                continue
+            key = (self._stranding(job, per, node, len(gpus), rest, total), len(gpus) - per, i)
+            fits.append((key, gpus[:per]))
+        return fits
 
     def _left(self, snapshot: ClusterSnapshot, nodes: dict[str, Node], free: FreeGpus
               ) -> dict[str, list[float]]:
