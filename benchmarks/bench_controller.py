@@ -15,7 +15,7 @@
    ``ReqNodeList``), so (b) is bounded by the GPUs that free up, never by the queue; the
    round's *time* grows with the queue (``squeue --json`` parsing).
 2. **JCT agreement**: the demo's workload (24 jobs) through emulator + controller and through
-   the simulator (:func:`blox_slurm.demo.run_demo`), per-job relative JCT differences.
+   the simulator (:func:`blox_slurm.demo.run.run_demo`), per-job relative JCT differences.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
 
-from blox_slurm.composition import build
-from blox_slurm.controller import Controller, RoundReport
-from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.demo import run_demo
-from blox_slurm.demo_world import PARTITION, ManagedWorld
+from blox_slurm.core.composition import build
+from blox_slurm.demo.run import run_demo
+from blox_slurm.demo.world import PARTITION, ManagedWorld
+from blox_slurm.slurm.controller import Controller, RoundReport
+from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import write_heartbeat
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 
 SIZES = (10, 100, 1000)
 FIFO = {"name": "fifo", "scheduling": "fifo", "placement": "consolidated"}

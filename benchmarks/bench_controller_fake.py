@@ -5,7 +5,7 @@
 No slurmctld: :class:`blox_slurm.testing.fake_slurm.FakeSlurm` answers in microseconds, so
 what is measured is the controller itself. For each queue size, on 64 nodes x 8 GPUs, LAS:
 the first round (every job new to the store, 512 GPUs' worth started) and a steady round
-after Slurm started them, split into decide (the policies, :func:`blox_slurm.round.decide`),
+after Slurm started them, split into decide (the policies, :func:`blox_slurm.core.round.decide`),
 plan (:func:`blox_slurm.slurm.apply.make_plan`) and the whole round (store writes and the
 verbs included). Issue 13's target: decide + plan under 0.5 s at 10,000 jobs.
 """
@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from blox_slurm import controller as controller_module
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import ControllerConfig
 from blox_slurm.loading import load
-from blox_slurm.store import Store
+from blox_slurm.slurm import controller as controller_module
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import ControllerConfig
+from blox_slurm.slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
 

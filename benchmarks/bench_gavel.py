@@ -28,7 +28,7 @@ def throughputs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
     if not path.exists():
         thr = np.column_stack([np.ones(n), rng.uniform(0.3, 0.8, n), rng.uniform(0.05, 0.4, n)])
         return thr, gpus.astype(float), "random speed-ups (Gavel data not found)"
-    from blox_slurm.model import Job
+    from blox_slurm.core.model import Job
     from blox_slurm.workloads.gavel_throughput import GavelThroughput
 
     model = GavelThroughput(path)

@@ -21,14 +21,14 @@ import statistics
 import time
 from typing import Any
 
-from blox_slurm import transitions
+from blox_slurm.core import transitions
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.round import decide
 from blox_slurm.loading import build, load
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec
 from blox_slurm.sim.metrics import measured_jobs
 from blox_slurm.sim.simulator import Simulator
-from blox_slurm.synthesizer import Synthesizer
+from blox_slurm.sim.synthesizer import Synthesizer
 from blox_slurm.workloads import generate
 
 NINE = ["fifo", "las", "srtf", "tiresias", "las-load-based",

@@ -13,10 +13,10 @@ import argparse
 from pathlib import Path
 
 from blox_slurm.loading import load
-from blox_slurm.plot import plot_sweep
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.experiment import Experiment, WorkloadSpec, run_all
 from blox_slurm.sim.metrics import summarize
+from blox_slurm.sim.plot import plot_sweep
 
 RATES = [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
 POLICIES = {"fifo": "fifo", "las": "las", "tiresias": "tiresias",

@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from blox_slurm.core.model import Job
+from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.loading import build, load
-from blox_slurm.model import Job
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.metrics import summarize
 from blox_slurm.sim.simulator import Simulator
-from blox_slurm.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
 from blox_slurm.workloads.schema import JobSpec, Workload

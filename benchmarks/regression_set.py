@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from blox_slurm.composition import bundled_names
+from blox_slurm.core.composition import bundled_names
 
 #: (name, compare options): Blox's Figure 6 (1 GPU), its multi-GPU mix, and a two-type
 #: cluster where GPU types and Gavel matter.

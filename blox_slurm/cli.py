@@ -43,9 +43,9 @@ register_telemetry(app)
 from .emulator.cli import register as register_emulator  # noqa: E402
 
 register_emulator(app)
-from .controller_cli import register as register_controller  # noqa: E402
+from .slurm.controller_cli import register as register_controller  # noqa: E402
 
 register_controller(app)
-from .demo import register as register_demo  # noqa: E402
+from .demo.run import register as register_demo  # noqa: E402
 
 register_demo(app)

@@ -1,7 +1,7 @@
 """Compositions from tables and files, meta-policies included: what every entry point that
 takes a user's composition calls (the CLI, the controller's config, experiment workers).
 
-:func:`blox_slurm.composition.build` builds a plain composition from its policy sections. A
+:func:`blox_slurm.core.composition.build` builds a plain composition from its policy sections. A
 ``[synthesizer]`` table makes a meta-policy instead, which runs the simulator over candidate
 compositions, and the simulator runs plain compositions; so the choice between the two lives
 here, above both, and nothing below imports this module. (It used to be a lazy import inside
@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import composition
-from .composition import Composition, read
-from .synthesizer import build_synthesizer
+from .core import composition
+from .core.composition import Composition, read
+from .sim.synthesizer import build_synthesizer
 
 
 def build(config: dict[str, Any], name: str | None = None,

@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from blox_slurm import composition, transitions
-from blox_slurm.abstractions import FreeGpus
-from blox_slurm.fit import allowed
-from blox_slurm.model import (
+from blox_slurm.core import composition, transitions
+from blox_slurm.core.abstractions import FreeGpus
+from blox_slurm.core.fit import allowed
+from blox_slurm.core.model import (
     ClusterSnapshot,
     Decisions,
     Gpu,
@@ -61,7 +61,7 @@ def free_of(snap: ClusterSnapshot) -> FreeGpus:
 def place(policy: Any, snap: ClusterSnapshot, job: Job, count: int,
           free: FreeGpus | None = None) -> tuple[int, ...] | None:
     """What the round engine does: the placement's choice among the GPUs the job can use
-    (the filter stage, :func:`blox_slurm.fit.allowed`)."""
+    (the filter stage, :func:`blox_slurm.core.fit.allowed`)."""
     pool = free if free is not None else free_of(snap)
     return policy.choose(snap, job, count, allowed(snap, job, pool))
 

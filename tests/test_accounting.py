@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blox_slurm.accounting import DecayedUsage, EndedRun, usage_at
-from blox_slurm.model import Decisions, Job, Move, Start, Stop, build_cluster
+from blox_slurm.core.accounting import DecayedUsage, EndedRun, usage_at
+from blox_slurm.core.model import Decisions, Job, Move, Start, Stop, build_cluster
+from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.world import World
-from blox_slurm.store import Observed, Store
-from blox_slurm.throughput import DEFAULT_THROUGHPUT
+from blox_slurm.slurm.store import Observed, Store
 
 ROUND = 100.0
 SLOTS = 8  # GPUs per job: two blocks of 4, so a move always has somewhere to go

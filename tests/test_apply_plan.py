@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from blox_slurm.model import (
+from blox_slurm.core.model import (
     ClusterSnapshot,
     Decisions,
     Drain,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from blox_slurm import registry
 from blox_slurm.cli import app
+from blox_slurm.core import registry
 
 runner = CliRunner()
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm import composition, registry
-from blox_slurm.composition import CompositionError
+from blox_slurm.core import composition, registry
+from blox_slurm.core.composition import CompositionError
+from blox_slurm.core.registry import PolicyError
 from blox_slurm.loading import build, load
 from blox_slurm.policies.admission.accept_all import AcceptAll
 from blox_slurm.policies.admission.load_based import LoadBased
@@ -19,7 +20,6 @@ from blox_slurm.policies.placement.first_fit import FirstFit
 from blox_slurm.policies.preemption.priority import PriorityPreemption
 from blox_slurm.policies.scheduling.fifo import Fifo
 from blox_slurm.policies.scheduling.tiresias import Tiresias
-from blox_slurm.registry import PolicyError
 
 
 def write(tmp_path: Path, text: str, name: str = "comp.toml") -> Path:
@@ -167,8 +167,8 @@ def test_missing_file_bundled_name_and_bad_toml(tmp_path) -> None:
 # --------------------------------------------------------------------------- registry
 
 POLICY_FILE = '''
-from blox_slurm.abstractions import Schedule
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import Schedule
+from blox_slurm.core.registry import register
 from pydantic import BaseModel, ConfigDict
 
 
@@ -220,7 +220,7 @@ def test_policy_file_errors(tmp_path) -> None:
     undeclared.write_text(POLICY_FILE.format(name="test-undeclared")
                           .replace("    keyed = True\n", ""))
     with pytest.raises(PolicyError, match="does not declare keyed: subclass "
-                                          "blox_slurm.abstractions.SchedulingBase"):
+                                          "blox_slurm.core.abstractions.SchedulingBase"):
         registry.load_policy_file(undeclared)
 
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import ControllerConfig
 from blox_slurm.loading import load
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import read_heartbeat
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
 ROUND = 30.0

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.controller import Controller, RoundReport
-from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.core.model import Decisions, Move
 from blox_slurm.loading import load
-from blox_slurm.model import Decisions, Move
 from blox_slurm.slurm.apply import Plan
-from blox_slurm.store import Store
+from blox_slurm.slurm.controller import Controller, RoundReport
+from blox_slurm.slurm.controller_config import ControllerConfig
+from blox_slurm.slurm.store import Store
 
 DEFERRED = (Decisions(move=(Move(1, (0,)),)), Plan(preempt=(1,), move={("node1",): (1,)}), (1,))
 MOVED = (Decisions(move=(Move(1, (0,)),)), Plan(preempt=(1,), move={("node1",): (1,)}), ())

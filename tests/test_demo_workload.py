@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from blox_slurm import demo_world
 from blox_slurm.cli import app
-from blox_slurm.demo import demo_composition
-from blox_slurm.demo_world import FakeJob, mixed_workload, to_workload
+from blox_slurm.demo import world as demo_world
+from blox_slurm.demo.run import demo_composition
+from blox_slurm.demo.world import FakeJob, mixed_workload, to_workload
 
 
 def test_mixed_workload_is_seeded_and_mixed() -> None:

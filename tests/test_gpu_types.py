@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from _core_helpers import comp, free_of, pending, place, running, snapshot, started
 
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.fit import allowed
-from blox_slurm.model import build_cluster
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.fit import allowed
+from blox_slurm.core.model import build_cluster
+from blox_slurm.core.registry import register
+from blox_slurm.core.round import decide
 from blox_slurm.policies.placement.consolidated import Consolidated
 from blox_slurm.policies.placement.first_fit import FirstFit
 from blox_slurm.policies.placement.scattered import Scattered
-from blox_slurm.registry import register
-from blox_slurm.round import decide
 
 # node1, node2: k80 GPUs 0-3, 4-7; node3: V100 GPUs 8-11 (upper case on purpose)
 SHAPE = build_cluster([("k80", 2, 4), ("V100", 1, 4)])

@@ -17,11 +17,10 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: What a policy may import from the package: the model and the abstractions it implements,
-#: the registry it registers in, and its own package. Never a world (simulator, Slurm,
-#: controller), so the same policy object runs unchanged in all of them.
-POLICY_MAY_IMPORT = ("blox_slurm.model", "blox_slurm.abstractions", "blox_slurm.registry",
-                     "blox_slurm.throughput", "blox_slurm.fit", "blox_slurm.policies")
+#: What a policy may import from the package: the core (the model, the abstractions it
+#: implements, the registry it registers in) and its own package. Never a world (simulator,
+#: Slurm, controller), so the same policy object runs unchanged in all of them.
+POLICY_MAY_IMPORT = ("blox_slurm.core", "blox_slurm.policies")
 
 
 def test_the_wheel_installs_one_top_level_package_with_the_policies_inside(
@@ -125,3 +124,18 @@ def test_policies_import_only_the_core() -> None:
         if bad:
             offenders[str(rel)] = sorted(bad)
     assert offenders == {}
+
+
+def test_the_core_imports_nothing_above_it() -> None:
+    """``blox_slurm.core`` (model, abstractions, registry, the round, accounting) is what every
+    world and policy builds on: it reads no world, no workload format and no config file
+    format but its own TOML reader. The registry finds the bundled policies by importing
+    their package (not a module of it: that would import the core back)."""
+    graph = _modules()
+    core = {m: deps for m, deps in graph.items() if m.startswith("blox_slurm.core")}
+    assert "blox_slurm.core.round" in core and "blox_slurm.core.model" in core
+    offenders = {m: sorted(d for d in deps if d in graph and d != "blox_slurm"
+                           and not d.startswith("blox_slurm.core")
+                           and d != "blox_slurm.policies")
+                 for m, deps in core.items()}
+    assert {m: d for m, d in offenders.items() if d} == {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.plot import plot_jct_cdf, plot_sweep, plot_utilization, write_plots
+from blox_slurm.sim.plot import plot_jct_cdf, plot_sweep, plot_utilization, write_plots
 from blox_slurm.sim.records import JobRecord, RunResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from _core_helpers import cluster, comp, pending, running, snapshot, started
 
-from blox_slurm.composition import CompositionError
-from blox_slurm.model import NodeState
+from blox_slurm.core.composition import CompositionError
+from blox_slurm.core.model import NodeState
+from blox_slurm.core.round import decide
 from blox_slurm.policies.admission.accept_all import AcceptAll
 from blox_slurm.policies.admission.load_based import LoadBased
-from blox_slurm.round import decide
 
 
 def load_based(k: float) -> LoadBased:

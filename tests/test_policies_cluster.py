@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from _core_helpers import cluster, comp, pending, running, snapshot, started
 
-from blox_slurm.composition import CompositionError
-from blox_slurm.model import ClusterSnapshot, Drain, GpuSample, Job, NodeState
-from blox_slurm.registry import get
-from blox_slurm.round import decide
+from blox_slurm.core.composition import CompositionError
+from blox_slurm.core.model import ClusterSnapshot, Drain, GpuSample, Job, NodeState
+from blox_slurm.core.registry import get
+from blox_slurm.core.round import decide
 
 NOW = 10_000.0
 WINDOW = 100.0

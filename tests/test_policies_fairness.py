@@ -8,13 +8,13 @@ from unittest import mock
 import pytest
 from _core_helpers import cluster, comp, pending, running, snapshot, started
 
-from blox_slurm.accounting import DecayedUsage
-from blox_slurm.composition import CompositionError
+from blox_slurm.core.accounting import DecayedUsage
+from blox_slurm.core.composition import CompositionError
+from blox_slurm.core.registry import PolicyError
+from blox_slurm.core.round import decide
 from blox_slurm.policies.scheduling.fair_share import FairShare
 from blox_slurm.policies.scheduling.las import Las
 from blox_slurm.policies.scheduling.themis import Themis, finish_time_fairness
-from blox_slurm.registry import PolicyError
-from blox_slurm.round import decide
 from blox_slurm.sim import simulator as simulator_module
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import Simulator
@@ -229,7 +229,7 @@ def test_decayed_usage_prescaled_additions_equal_direct_decay() -> None:
 
 
 def test_controller_store_usage_decays_ended_runs_per_user_and_account(tmp_path) -> None:
-    from blox_slurm.store import Observed, Store
+    from blox_slurm.slurm.store import Observed, Store
 
     store = Store(tmp_path / "blox.db")
 
@@ -254,7 +254,7 @@ def test_controller_store_usage_decays_ended_runs_per_user_and_account(tmp_path)
 def test_a_version_1_store_gains_the_account_column_and_runs_and_keeps_its_jobs(tmp_path) -> None:
     import sqlite_utils
 
-    from blox_slurm.store import SCHEMA_VERSION, Observed, Store
+    from blox_slurm.slurm.store import SCHEMA_VERSION, Observed, Store
 
     path = tmp_path / "old.db"
     Store(path).db.close()

@@ -10,16 +10,16 @@ import pytest
 from _core_helpers import pending, running, snapshot
 from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
-from blox_slurm import transitions
-from blox_slurm.abstractions import FreeGpus
-from blox_slurm.composition import Composition
+from blox_slurm.core import transitions
+from blox_slurm.core.abstractions import FreeGpus
+from blox_slurm.core.composition import Composition
+from blox_slurm.core.model import Move, build_cluster
+from blox_slurm.core.round import decide
+from blox_slurm.core.throughput import ParametricThroughput
 from blox_slurm.loading import build, load
-from blox_slurm.model import Move, build_cluster
 from blox_slurm.policies.scheduling.gavel import Gavel, allocate, equal_share, priority, usable_gpus
-from blox_slurm.round import decide
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.simulator import Simulator
-from blox_slurm.throughput import ParametricThroughput
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from _core_helpers import cluster, comp, free_of, pending, place, running, snapshot, started
 
-from blox_slurm.model import NodeState
+from blox_slurm.core.model import NodeState
+from blox_slurm.core.round import decide
 from blox_slurm.policies.placement.consolidated import Consolidated
 from blox_slurm.policies.placement.first_fit import FirstFit
 from blox_slurm.policies.placement.scattered import Scattered
 from blox_slurm.policies.placement.synergy import Synergy
-from blox_slurm.round import decide
 
 
 def choose(policy, shape, busy: dict[int, list[int]], want: int, states=None, hints=()):

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from _core_helpers import apply, cluster, comp, pending, running, snapshot, started
 
-from blox_slurm.composition import CompositionError
-from blox_slurm.model import NodeState
+from blox_slurm.core.composition import CompositionError
+from blox_slurm.core.model import NodeState
+from blox_slurm.core.round import decide
+from blox_slurm.core.throughput import ParametricThroughput
 from blox_slurm.policies.scheduling.fifo import Fifo
 from blox_slurm.policies.scheduling.las import Las
 from blox_slurm.policies.scheduling.optimus import Optimus
 from blox_slurm.policies.scheduling.srtf import Srtf
 from blox_slurm.policies.scheduling.tiresias import Tiresias
-from blox_slurm.round import decide
-from blox_slurm.throughput import ParametricThroughput
 
 
 def ids(schedule) -> list[int]:

@@ -6,10 +6,11 @@ from dataclasses import replace
 
 from _core_helpers import apply, cluster, free_of, pending, place, running, snapshot, started
 
-from blox_slurm import composition, loading
-from blox_slurm.model import Gpu, Node
+from blox_slurm import loading
+from blox_slurm.core import composition
+from blox_slurm.core.model import Gpu, Node
+from blox_slurm.core.round import decide
 from blox_slurm.policies.placement.synergy import Synergy
-from blox_slurm.round import decide
 
 TUNE = Synergy(Synergy.Params(mode="tune"))
 PROPORTIONAL = Synergy(Synergy.Params(mode="proportional"))

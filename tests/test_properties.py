@@ -16,12 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import blox_slurm.sim.simulator as simulator_module
-from blox_slurm import composition, loading
-from blox_slurm.model import build_cluster
+from blox_slurm import loading
+from blox_slurm.core import composition
+from blox_slurm.core.model import build_cluster
+from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import Simulator
-from blox_slurm.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.workloads.schema import JobSpec, Workload
 
 BUNDLED = composition.bundled_names()

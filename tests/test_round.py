@@ -10,12 +10,13 @@ from _core_helpers import apply, cluster, comp, pending, running, snapshot, star
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blox_slurm import composition, loading
-from blox_slurm.abstractions import ClusterView, FreeGpus
-from blox_slurm.model import ClusterSnapshot, Drain, Job, JobState, NodeState, build_cluster
-from blox_slurm.registry import register
-from blox_slurm.round import decide
-from blox_slurm.throughput import ParametricThroughput
+from blox_slurm import loading
+from blox_slurm.core import composition
+from blox_slurm.core.abstractions import ClusterView, FreeGpus
+from blox_slurm.core.model import ClusterSnapshot, Drain, Job, JobState, NodeState, build_cluster
+from blox_slurm.core.registry import register
+from blox_slurm.core.round import decide
+from blox_slurm.core.throughput import ParametricThroughput
 
 BUNDLED = composition.bundled_names()
 COMPS = {name: loading.load(name) for name in BUNDLED}

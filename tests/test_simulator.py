@@ -9,14 +9,14 @@ import pytest
 from _core_helpers import cluster, comp, workload
 
 from blox_slurm import loading
-from blox_slurm.abstractions import SchedulingBase
-from blox_slurm.model import build_cluster
+from blox_slurm.core.abstractions import SchedulingBase
+from blox_slurm.core.model import build_cluster
+from blox_slurm.core.registry import register
+from blox_slurm.core.throughput import ParametricThroughput
 from blox_slurm.policies.scheduling.fifo import Fifo
-from blox_slurm.registry import register
 from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.simulator import SimulationError, Simulator
-from blox_slurm.throughput import ParametricThroughput
 from blox_slurm.workloads import generate
 from blox_slurm.workloads.schema import JobSpec, Workload
 

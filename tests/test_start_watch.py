@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from blox_slurm.slurm.client import SlurmJob
-from blox_slurm.start_watch import MAX_BACKOFF, StartWatch
+from blox_slurm.slurm.start_watch import MAX_BACKOFF, StartWatch
 
 HELD = SlurmJob(job_id=1, name="j", user="u", account="", partition="blox", state="PENDING",
                 reason="JobHeldUser", priority=0, num_gpus=1)

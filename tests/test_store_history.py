@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from blox_slurm.slurm.client import SlurmJob
-from blox_slurm.store import Observed, Store
+from blox_slurm.slurm.store import Observed, Store
 
 
 def seen(jid: int, run_start: float | None = None) -> Observed:
@@ -71,7 +71,7 @@ def test_ended_run_of_a_slurm_job() -> None:
 
 
 def test_a_completing_job_is_still_in_its_run_not_requeued(tmp_path) -> None:
-    from blox_slurm.controller import _observed
+    from blox_slurm.slurm.controller import _observed
 
     store = Store(tmp_path / "s.db")
     run = _job("RUNNING", 100.0, 900.0)

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from _core_helpers import cluster, pending, running, snapshot
 
-from blox_slurm import composition, transitions
-from blox_slurm.composition import CompositionError
+from blox_slurm.core import composition, transitions
+from blox_slurm.core.composition import CompositionError
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.round import decide
 from blox_slurm.loading import build, load
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.round import decide
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import SimulationError, Simulator
-from blox_slurm.synthesizer import Synthesizer
+from blox_slurm.sim.synthesizer import Synthesizer
 from blox_slurm.workloads.schema import JobSpec, Workload
 
 
@@ -214,7 +214,7 @@ def test_the_bundled_synthesizer_is_listed_and_builds() -> None:
 
 def test_each_evaluation_logs_the_choice_and_every_prediction(caplog) -> None:
     s = synth("fifo", "srtf", horizon=7200.0)
-    with caplog.at_level("INFO", logger="blox_slurm.synthesizer"):
+    with caplog.at_level("INFO", logger="blox_slurm.sim.synthesizer"):
         s.for_round(short_jobs_behind_a_long_one())
         s.for_round(short_jobs_behind_a_long_one(now=300.0))  # within the period: no new line
     lines = [r.getMessage() for r in caplog.records]

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from blox_slurm.cli import app
-from blox_slurm.model import GpuSample
+from blox_slurm.core.model import GpuSample
 from blox_slurm.telemetry.agent import AgentStats, SampleQueue, Shipper, encode, run_agent
 from blox_slurm.telemetry.emulated import EmulatedTelemetry
 from blox_slurm.telemetry.receiver import TelemetryReceiver

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.model import ClusterSnapshot, Job, JobState, build_cluster
+from blox_slurm.core.model import ClusterSnapshot, Job, JobState, build_cluster
 from blox_slurm.telemetry.base import GpuTelemetry, TelemetryError
 from blox_slurm.telemetry.emulated import (
     EmulatedTelemetry,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blox_slurm.model import GpuSample
+from blox_slurm.core.model import GpuSample
 from blox_slurm.telemetry.buffer import TelemetryBuffer
 from blox_slurm.telemetry.prometheus import MetricsRegistry
 from blox_slurm.telemetry.receiver import TelemetryReceiver

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 
-from blox_slurm.model import Job
-from blox_slurm.throughput import ParametricThroughput, ThroughputModel
+from blox_slurm.core.model import Job
+from blox_slurm.core.throughput import ParametricThroughput, ThroughputModel
 from blox_slurm.workloads import WorkloadError, load_workload
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput

@@ -12,12 +12,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from .. import registry
 from ..cli_errors import exit_codes
-from ..composition import CompositionError, bundled_names, read
+from ..core import registry
+from ..core.composition import CompositionError, bundled_names, read
 from ..loading import load
-from ..throughput import ThroughputSpec
 from ..workloads.schema import WorkloadError
+from ..workloads.throughput_spec import ThroughputSpec
 from .config import ClusterSpec, SimConfig
 from .experiment import (
     Experiment,
@@ -176,8 +176,8 @@ def _table(results: list[RunResult], title: str) -> Table:
 def _report(results: list[RunResult], title: str, as_json: bool, out: Path | None) -> None:
     rows = [summary_row(r) for r in results]
     if out is not None:
-        from ..plot import write_plots
         from .metrics import job_rows
+        from .plot import write_plots
 
         out.mkdir(parents=True, exist_ok=True)
         write_json([summarize(r) for r in results], out / "results.json")
@@ -280,7 +280,7 @@ def register(app: typer.Typer) -> None:
         Path("plots"),
     ) -> None:
         """Write JCT CDF and utilization PNGs (and sweep plots for several loads)."""
-        from ..plot import write_plots
+        from .plot import write_plots
 
         with user_errors():
             results = load_runs(runs)

@@ -6,7 +6,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import Gpu, Node, build_cluster
+from ..core.model import Gpu, Node, build_cluster
 
 _GROUP = re.compile(r"^(?P<type>[A-Za-z0-9_.-]+):(?P<per>\d+)x(?P<nodes>\d+)$")
 

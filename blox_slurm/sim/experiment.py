@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import registry
+from ..core import registry
 from ..loading import build
-from ..throughput import ThroughputSpec
 from ..workloads import generate, load_workload
 from ..workloads.schema import Workload
+from ..workloads.throughput_spec import ThroughputSpec
 from .config import ClusterSpec, SimConfig
 from .records import JobRecord, RunResult
 from .simulator import ProgressFn, Simulator

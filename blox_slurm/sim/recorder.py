@@ -6,7 +6,7 @@ point and still say what happened, and so a fork that records nothing costs noth
 
 from __future__ import annotations
 
-from ..model import Job
+from ..core.model import Job
 from .records import JobRecord
 
 

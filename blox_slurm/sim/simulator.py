@@ -20,11 +20,11 @@ import math
 import time as _time
 from collections.abc import Callable
 
-from ..accounting import DecayedUsage
-from ..composition import Composition
-from ..model import ClusterSnapshot, Gpu, Job, Node
-from ..round import decide
-from ..throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from ..core.accounting import DecayedUsage
+from ..core.composition import Composition
+from ..core.model import ClusterSnapshot, Gpu, Job, Node
+from ..core.round import decide
+from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 from ..workloads.schema import JobSpec, Workload
 from .config import SimConfig
 from .recorder import Recorder

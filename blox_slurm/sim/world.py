@@ -14,11 +14,11 @@ from __future__ import annotations
 import heapq
 import math
 
-from .. import transitions
-from ..abstractions import FreeGpus
-from ..accounting import DecayedUsage, run_service
-from ..model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, NodeState, Start
-from ..throughput import ThroughputModel
+from ..core import transitions
+from ..core.abstractions import FreeGpus
+from ..core.accounting import DecayedUsage, run_service
+from ..core.model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, NodeState, Start
+from ..core.throughput import ThroughputModel
 from .config import SimConfig
 
 

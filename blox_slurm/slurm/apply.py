@@ -29,9 +29,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..crashpoints import crashpoint
-from ..model import ClusterSnapshot, Decisions, Drain
+from ..core.model import ClusterSnapshot, Decisions, Drain
 from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob
+from .crashpoints import crashpoint
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
-from ..throughput import ThroughputModel
+from ..core.model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
+from ..core.throughput import ThroughputModel
 from .client import SlurmJob, SlurmNode
 from .parse import ParsedJob
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from ..model import GpuSample
+from ..core.model import GpuSample
 from .base import GpuTelemetry
 from .schema import MAX_BODY_BYTES, MAX_SAMPLES_PER_BATCH, SampleIn, TelemetryBatch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..model import GpuSample
+from ..core.model import GpuSample
 
 
 class TelemetryError(RuntimeError):

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from ..model import GpuSample
+from ..core.model import GpuSample
 
 GpuKey = tuple[str, int]
 """``(node name, local GPU index)``."""

@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..model import ClusterSnapshot, GpuSample
+from ..core.model import ClusterSnapshot, GpuSample
 from .base import TelemetryError
 
 
 class Allocation(NamedTuple):
     """Slurm placed ``job_id`` on ``gpus`` (local indices) of ``node``; ``hints`` as in
-    :attr:`blox_slurm.model.Job.hints` (sorted ``(key, value)`` pairs)."""
+    :attr:`blox_slurm.core.model.Job.hints` (sorted ``(key, value)`` pairs)."""
 
     job_id: int
     node: str

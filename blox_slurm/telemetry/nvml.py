@@ -22,7 +22,7 @@ from typing import Any
 
 import pynvml
 
-from ..model import GpuSample
+from ..core.model import GpuSample
 from .base import TelemetryError
 from .schema import MAX_JOBS_PER_GPU
 

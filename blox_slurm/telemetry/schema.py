@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import GpuSample
+from ..core.model import GpuSample
 
 MAX_BODY_BYTES = 1 << 20
 """The receiver's cap on one POST body (413 above it); the agent splits batches to stay below."""

@@ -1,4 +1,4 @@
-"""Gavel's measured throughputs as a :class:`~blox_slurm.throughput.ThroughputModel`.
+"""Gavel's measured throughputs as a :class:`~blox_slurm.core.throughput.ThroughputModel`.
 
 ``simulation_throughputs.json`` (Gavel, OSDI'20) holds steps/s per GPU type (``k80``, ``p100``,
 ``v100``) and, under ``<type>_unconsolidated``, for the same job spread over several nodes.
@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 from .schema import WorkloadError
 
 if TYPE_CHECKING:  # annotations only: loading throughputs must not need the policy core
-    from ..model import Job
-    from ..throughput import ThroughputModel
+    from ..core.model import Job
+    from ..core.throughput import ThroughputModel
 
 _KEY = re.compile(r"\('(?P<model>[^']+)', (?P<gpus>[1-9][0-9]*)\)")
 _SPREAD = "_unconsolidated"
@@ -109,7 +109,7 @@ class GavelThroughput:
     """Measured throughputs from Gavel's ``simulation_throughputs.json``.
 
     ``fallback`` handles jobs whose ``model`` Gavel did not measure (e.g. a
-    :class:`~blox_slurm.throughput.ParametricThroughput` for Slurm jobs); without it such a job
+    :class:`~blox_slurm.core.throughput.ParametricThroughput` for Slurm jobs); without it such a job
     is an error naming the known job types. ``type_aliases`` maps cluster GPU type names to
     Gavel's (``{"gpu": "v100", "V100-SXM2-32GB": "v100"}``).
     """

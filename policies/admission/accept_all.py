@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.registry import register
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.registry import register
 
 
 @register("admission", "accept_all")

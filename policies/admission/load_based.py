@@ -4,9 +4,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blox_slurm.model import ClusterSnapshot, Job
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.registry import register
 from blox_slurm.policies.scheduling.fifo import arrival_key
-from blox_slurm.registry import register
 
 
 @register("admission", "load_based")

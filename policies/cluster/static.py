@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from blox_slurm.abstractions import ClusterView
-from blox_slurm.model import ClusterSnapshot
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import ClusterView
+from blox_slurm.core.model import ClusterSnapshot
+from blox_slurm.core.registry import register
 
 _NOTHING = ClusterView()
 

@@ -31,9 +31,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blox_slurm.abstractions import ClusterView
-from blox_slurm.model import ClusterSnapshot, Drain, GpuId, GpuSample, Job, NodeState
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import ClusterView
+from blox_slurm.core.model import ClusterSnapshot, Drain, GpuId, GpuSample, Job, NodeState
+from blox_slurm.core.registry import register
 
 
 def _by_gpu(samples: Iterable[GpuSample]) -> dict[GpuId, list[GpuSample]]:

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from blox_slurm.abstractions import FreeGpus, first_gpus
-from blox_slurm.fit import on_fixed_nodes, required_nodes
-from blox_slurm.model import ClusterSnapshot, GpuId, Job
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import FreeGpus, first_gpus
+from blox_slurm.core.fit import on_fixed_nodes, required_nodes
+from blox_slurm.core.model import ClusterSnapshot, GpuId, Job
+from blox_slurm.core.registry import register
 
 
 @register("placement", "first_fit")

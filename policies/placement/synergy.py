@@ -25,10 +25,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import FreeGpus
-from blox_slurm.fit import required_nodes
-from blox_slurm.model import ClusterSnapshot, GpuId, Job, Node
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import FreeGpus
+from blox_slurm.core.fit import required_nodes
+from blox_slurm.core.model import ClusterSnapshot, GpuId, Job, Node
+from blox_slurm.core.registry import register
 
 EPS = 1e-9  # shares are fractional CPUs/MB: tolerate float rounding in comparisons
 

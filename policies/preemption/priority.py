@@ -4,9 +4,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import Fits, FreeGpus, PreemptionBase
-from blox_slurm.model import Job
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import Fits, FreeGpus, PreemptionBase
+from blox_slurm.core.model import Job
+from blox_slurm.core.registry import register
 
 
 @register("preemption", "priority")

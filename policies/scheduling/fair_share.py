@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from blox_slurm import registry
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job, usage_key
-from blox_slurm.registry import register
+from blox_slurm.core import registry
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job, usage_key
+from blox_slurm.core.registry import register
 
 
 @register("scheduling", "fair_share")

@@ -3,9 +3,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.registry import register
 
 arrival_key = operator.attrgetter("submit_time", "id")
 """Arrival order, ties broken by job id: the tie-break every built-in policy shares."""

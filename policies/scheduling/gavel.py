@@ -66,10 +66,10 @@ import highspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.abstractions import FreeGpus, Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job, NodeState
-from blox_slurm.registry import register
-from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from blox_slurm.core.abstractions import FreeGpus, Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job, NodeState
+from blox_slurm.core.registry import register
+from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 
 Objective = Literal["max_min_fairness", "min_makespan", "max_sum_throughput"]
 SEEN = "gavel.seen"

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job, Node, NodeState
-from blox_slurm.registry import register
-from blox_slurm.throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job, Node, NodeState
+from blox_slurm.core.registry import register
+from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 
 # (marginal gain T(n+1) - T(n), submit time, id, job): a min-heap pops the biggest speed-up
 # first, ties by arrival.

@@ -3,9 +3,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.registry import register
 
 
 @register("scheduling", "srtf")

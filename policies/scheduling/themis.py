@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.registry import register
 
 MIN_ISOLATED = 1.0
 """Seconds: floor of the isolated-time estimate of a job without a duration, so a job that has

@@ -6,9 +6,9 @@ from operator import itemgetter
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from blox_slurm.abstractions import Schedule, SchedulingBase
-from blox_slurm.model import ClusterSnapshot, Job
-from blox_slurm.registry import register
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.registry import register
 
 RESET = "tiresias.reset"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.demo.world import ManagedWorld
 from blox_slurm.emulator.cluster import check_packages
 from blox_slurm.emulator.errors import MissingPackage
 

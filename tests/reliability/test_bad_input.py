@@ -33,8 +33,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blox_slurm.composition import CompositionError, build
-from blox_slurm.controller_config import ConfigError, load_config
+from blox_slurm.core.composition import CompositionError, build
+from blox_slurm.slurm.controller_config import ConfigError, load_config
 from blox_slurm.slurm.job_submit import MAX_COMMENT, HintError, parse_user_hints
 from blox_slurm.telemetry.receiver import TelemetryReceiver
 from blox_slurm.telemetry.schema import MAX_BODY_BYTES

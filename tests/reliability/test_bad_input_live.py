@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from test_bad_input import CANARY, HINTS, HOSTILE_HINTS
 
-from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.demo.world import ManagedWorld
 from blox_slurm.slurm.job_submit import HintError, parse_user_hints
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]

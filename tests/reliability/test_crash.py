@@ -6,7 +6,7 @@ emulator with the job-submit plugin. Lives are killed five ways in turn:
 
 * ``delay``: ``kill -9`` after a random delay (seeded RNG, printed), landing in start-up,
   before the first observe, between rounds, or anywhere in a round;
-* at a crashpoint (:mod:`blox_slurm.crashpoints`), where the controller kills itself:
+* at a crashpoint (:mod:`blox_slurm.slurm.crashpoints`), where the controller kills itself:
   ``observed`` (observed, not decided), ``decided`` (decided and recorded, nothing applied),
   ``acted`` (a Slurm verb done, not recorded), ``pinned`` (a job pinned, not released). So
   kills land inside rounds by construction, not by a timer racing a 30 ms round.
@@ -36,11 +36,11 @@ from pathlib import Path
 import pytest
 from conftest import LEASE, write_controller_toml
 
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import load_config
-from blox_slurm.crashpoints import POINTS
-from blox_slurm.demo_world import USERS, FakeJob, ManagedWorld
-from blox_slurm.store import Store
+from blox_slurm.demo.world import USERS, FakeJob, ManagedWorld
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import load_config
+from blox_slurm.slurm.crashpoints import POINTS
+from blox_slurm.slurm.store import Store
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 

@@ -32,12 +32,12 @@ from _store import store_rows
 from _wait import wait_for
 from conftest import LEASE, write_controller_toml
 
-from blox_slurm.controller import Controller, RoundReport
-from blox_slurm.controller_config import load_config
-from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.demo.world import FakeJob, ManagedWorld
 from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.slurm.controller import Controller, RoundReport
+from blox_slurm.slurm.controller_config import load_config
 from blox_slurm.slurm.job_submit import heartbeat_age
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 

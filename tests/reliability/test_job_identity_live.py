@@ -11,7 +11,7 @@ import pytest
 from _wait import wait_for
 from test_unrunnable_live import fifo, jobs, rounds, runs, submit
 
-from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.demo.world import ManagedWorld
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 

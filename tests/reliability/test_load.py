@@ -30,14 +30,14 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.composition import build
-from blox_slurm.controller import Controller, RoundReport
-from blox_slurm.controller_cli import _telemetry
-from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.demo_world import PARTITION, ManagedWorld
-from blox_slurm.model import ClusterSnapshot
+from blox_slurm.core.composition import build
+from blox_slurm.core.model import ClusterSnapshot
+from blox_slurm.demo.world import PARTITION, ManagedWorld
+from blox_slurm.slurm.controller import Controller, RoundReport
+from blox_slurm.slurm.controller_cli import _telemetry
+from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import write_heartbeat
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 from blox_slurm.telemetry.agent import AgentStats, run_agent
 from blox_slurm.telemetry.emulated import EmulatedTelemetry
 

@@ -33,16 +33,16 @@ from typing import Any
 import pytest
 from _wait import wait_for
 
-from blox_slurm.composition import build
-from blox_slurm.controller import Controller, RoundReport
-from blox_slurm.controller_config import ControllerConfig
+from blox_slurm.core.composition import build
 from blox_slurm.emulator.cluster import Emulator, check_packages
 from blox_slurm.emulator.errors import MissingPackage
 from blox_slurm.emulator.spec import EmulatorSpec, parse_gpus
 from blox_slurm.slurm.cli_backend import CliBackend
+from blox_slurm.slurm.controller import Controller, RoundReport
+from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import read_heartbeat, write_config, write_heartbeat
 from blox_slurm.slurm.runner import RetryPolicy, Runner
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 

@@ -52,14 +52,15 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import LEASE
 
-from blox_slurm import composition, loading
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.demo_world import PARTITION, PYTHON, TRAINER, USERS, ManagedWorld
-from blox_slurm.model import ClusterSnapshot
+from blox_slurm import loading
+from blox_slurm.core import composition
+from blox_slurm.core.model import ClusterSnapshot
+from blox_slurm.demo.world import PARTITION, PYTHON, TRAINER, USERS, ManagedWorld
 from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import write_heartbeat
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 
 pytestmark = [pytest.mark.slurm, pytest.mark.reliability]
 

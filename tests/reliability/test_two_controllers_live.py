@@ -16,7 +16,7 @@ from _store import store_rows
 from _wait import wait_for
 from conftest import write_controller_toml
 
-from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.demo.world import FakeJob, ManagedWorld
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 

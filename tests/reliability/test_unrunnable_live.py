@@ -16,11 +16,11 @@ from _audit import unexpected_failures
 from _wait import wait_for
 from conftest import write_controller_toml
 
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import load_config
-from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.demo.world import ManagedWorld
 from blox_slurm.slurm.client import SlurmJob
-from blox_slurm.store import Store
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import load_config
+from blox_slurm.slurm.store import Store
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slurm]
 

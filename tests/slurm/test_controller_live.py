@@ -24,12 +24,12 @@ import pytest
 from _audit import unexpected_failures
 from _live import wait_for
 
-from blox_slurm.controller import Controller, handback
-from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.demo.world import FakeJob, ManagedWorld
 from blox_slurm.loading import build
+from blox_slurm.slurm.controller import Controller, handback
+from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import write_heartbeat
-from blox_slurm.store import Store
+from blox_slurm.slurm.store import Store
 
 pytestmark = pytest.mark.slurm
 

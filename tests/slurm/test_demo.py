@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from blox_slurm.cli import app
-from blox_slurm.demo import run_demo
-from blox_slurm.demo_world import alive
+from blox_slurm.demo.run import run_demo
+from blox_slurm.demo.world import alive
 
 pytestmark = pytest.mark.slurm
 

@@ -18,13 +18,13 @@ import pytest
 from _audit import unexpected_failures
 from _live import wait_for
 
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.demo_world import FakeJob, ManagedWorld
+from blox_slurm.demo.world import FakeJob, ManagedWorld
 from blox_slurm.loading import load
 from blox_slurm.slurm.client import SlurmJob
-from blox_slurm.store import Store
-from blox_slurm.throughput import ThroughputSpec
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import ControllerConfig
+from blox_slurm.slurm.store import Store
+from blox_slurm.workloads.throughput_spec import ThroughputSpec
 
 pytestmark = pytest.mark.slurm
 

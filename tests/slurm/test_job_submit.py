@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from _live import wait_for
 
-from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.demo.world import ManagedWorld
 from blox_slurm.slurm.job_submit import (
     ManagedMark,
     parse_admin_comment,

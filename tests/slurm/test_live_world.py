@@ -8,8 +8,8 @@ import sys
 import pytest
 from _live import Jobs, wait_for
 
+from blox_slurm.core.model import ClusterSnapshot, JobState, NodeState, Start
 from blox_slurm.emulator.fake_train import EXIT_PREEMPTED, read_progress
-from blox_slurm.model import ClusterSnapshot, JobState, NodeState, Start
 from blox_slurm.slurm.client import JobUpdate, SlurmClient
 from blox_slurm.slurm.snapshot import JobExtras, build_snapshot
 
@@ -136,8 +136,8 @@ def test_snapshot_of_the_live_cluster_drives_a_policy(client: SlurmClient, jobs:
 
 
 def test_builtin_fifo_composition_runs_on_a_live_snapshot(client: SlurmClient, jobs: Jobs) -> None:
-    from blox_slurm import composition
-    from blox_slurm.round import decide
+    from blox_slurm.core import composition
+    from blox_slurm.core.round import decide
 
     first = jobs.submit("--gres=gpu:4", "--hold")
     second = jobs.submit("--gres=gpu:2", "--hold")

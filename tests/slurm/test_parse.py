@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.model import Decisions, JobState, NodeState, Start
+from blox_slurm.core.model import Decisions, JobState, NodeState, Start
 from blox_slurm.slurm.apply import make_plan
 from blox_slurm.slurm.client import GresAlloc, JobUpdate, SlurmError, SlurmUnavailable
 from blox_slurm.slurm.parse import (

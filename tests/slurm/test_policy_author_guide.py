@@ -13,10 +13,10 @@ from _live import wait_for
 from typer.testing import CliRunner
 
 from blox_slurm.cli import app
-from blox_slurm.controller import Controller
-from blox_slurm.controller_config import load_config
-from blox_slurm.demo_world import FakeJob, ManagedWorld
-from blox_slurm.store import Store
+from blox_slurm.demo.world import FakeJob, ManagedWorld
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import load_config
+from blox_slurm.slurm.store import Store
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "policy-author-guide.md"
 

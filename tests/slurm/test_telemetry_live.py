@@ -21,13 +21,13 @@ import pytest
 from _audit import unexpected_failures
 from _live import wait_for
 
-from blox_slurm.composition import build
-from blox_slurm.controller import Controller
-from blox_slurm.controller_cli import _telemetry
-from blox_slurm.controller_config import ControllerConfig
-from blox_slurm.demo_world import ManagedWorld
+from blox_slurm.core.composition import build
+from blox_slurm.demo.world import ManagedWorld
 from blox_slurm.slurm.client import SlurmClient
-from blox_slurm.store import Store
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_cli import _telemetry
+from blox_slurm.slurm.controller_config import ControllerConfig
+from blox_slurm.slurm.store import Store
 from blox_slurm.telemetry.agent import run_agent
 from blox_slurm.telemetry.emulated import Allocation, EmulatedTelemetry
 

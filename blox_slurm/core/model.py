@@ -1,7 +1,7 @@
 """The typed state that flows between Blox's extension points.
 
 Everything here is immutable. A world (simulator, Slurm) builds a :class:`ClusterSnapshot`,
-hands it to :func:`blox_slurm.round.decide`, and gets :class:`Decisions` back; no policy can
+hands it to :func:`blox_slurm.core.round.decide`, and gets :class:`Decisions` back; no policy can
 change what another one sees.
 
 Why time-varying quantities are *methods* of :class:`Job` instead of fields: a running job's

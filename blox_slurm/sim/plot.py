@@ -15,8 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .sim.metrics import measured_jobs, utilization_timeline
-from .sim.records import RunResult
+from .metrics import measured_jobs, utilization_timeline
+from .records import RunResult
 
 ReferencePoints = Mapping[str, Sequence[tuple[float, float]]]
 """Published figures to draw beside ours: series name -> ``[(x, y), ...]``."""

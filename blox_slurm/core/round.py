@@ -14,10 +14,10 @@ The engine walks the scheduler's priority order once:
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
   backfills, otherwise the walk stops starting jobs (strict order);
-* every step writes what it decides to a :class:`~blox_slurm.ledger.Ledger` (starts, stops
+* every step writes what it decides to a :class:`~blox_slurm.core.ledger.Ledger` (starts, stops
   and for whom, spared victims, moves, who did not fit, the strict-order blocker): the
   ``Decisions`` and the ``explain`` reasons are two readings of it;
-* placement only ever sees the GPUs a job can use (:func:`blox_slurm.fit.allowed`: its GPU
+* placement only ever sees the GPUs a job can use (:func:`blox_slurm.core.fit.allowed`: its GPU
   type, or the one its scheduler chose this round in ``Schedule.types``, and nodes with its
   CPUs and memory free), so every placement policy honours them unchanged.
 
@@ -53,7 +53,7 @@ _admitted, _id = attrgetter("admitted"), attrgetter("id")
 def _place(comp: Composition, snapshot: ClusterSnapshot, types: Mapping[int, str], job: Job,
            count: int, pool: FreeGpus) -> tuple[int, ...] | None:
     """Placement's choice for ``job`` among the GPUs of ``pool`` it can use (the filter
-    stage, :func:`blox_slurm.fit.allowed`, with the type its scheduler chose)."""
+    stage, :func:`blox_slurm.core.fit.allowed`, with the type its scheduler chose)."""
     return comp.placement.choose(snapshot, job, count,
                                  allowed(snapshot, job, pool, types.get(job.id)))
 

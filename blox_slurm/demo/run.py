@@ -15,7 +15,7 @@ as it is.
 How the two worlds are measured: the emulator's JCT is the fake job's own finish time (its
 last progress write) minus the moment ``sbatch`` was called; the simulator gets those submit
 times and ``iterations / iterations-per-second`` as durations (see
-:func:`~blox_slurm.demo_world.to_workload`). Start latencies come from the fake job's
+:func:`~blox_slurm.demo.world.to_workload`). Start latencies come from the fake job's
 progress (each write carries the time and the iteration, so the moment a run began is exact)
 against the time the controller released it.
 """
@@ -39,10 +39,16 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from .composition import Composition, CompositionError, read
-from .controller import Controller, RoundReport
-from .controller_config import ConfigError, load_config
-from .demo_world import (
+from ..core.composition import Composition, CompositionError, read
+from ..core.throughput import ParametricThroughput
+from ..emulator.errors import EmulatorError
+from ..sim.config import ClusterSpec, SimConfig
+from ..sim.simulator import Simulator
+from ..slurm.client import SlurmError
+from ..slurm.controller import Controller, RoundReport
+from ..slurm.controller_config import ConfigError, load_config
+from ..slurm.store import Store
+from .world import (
     PARTITION,
     SHAPE,
     FakeJob,
@@ -51,12 +57,6 @@ from .demo_world import (
     mixed_workload,
     to_workload,
 )
-from .emulator.errors import EmulatorError
-from .sim.config import ClusterSpec, SimConfig
-from .sim.simulator import Simulator
-from .slurm.client import SlurmError
-from .store import Store
-from .throughput import ParametricThroughput
 
 COMPRESSION = 120.0  # real seconds per demo second, for the default composition's thresholds
 ITERS_PER_SEC = 10.0

@@ -1,9 +1,9 @@
 """What one round decided, written down as the walk decides it, and read back two ways.
 
-The walk over ranks (:mod:`blox_slurm.round`) records *intentions* here instead of keeping
+The walk over ranks (:mod:`blox_slurm.core.round`) records *intentions* here instead of keeping
 them in loose variables: who starts where, who is stopped and for whom, who is spared after
 all, who moves where, who did not fit and with how many GPUs free, behind whom strict order
-blocks. :meth:`Ledger.decisions` turns that into the :class:`~blox_slurm.model.Decisions`
+blocks. :meth:`Ledger.decisions` turns that into the :class:`~blox_slurm.core.model.Decisions`
 the worlds apply; :meth:`Ledger.reasons` is the ``explain`` view of the same record, so
 explaining a round never changes what the round decides (nor costs it anything).
 """
@@ -47,7 +47,7 @@ class Ledger:
         self.moves[job_id] = Move(job_id, gpus)
 
     def decisions(self) -> tuple[tuple[Start, ...], tuple[Stop, ...], tuple[Move, ...]]:
-        """The starts, stops and moves, for :class:`~blox_slurm.model.Decisions`."""
+        """The starts, stops and moves, for :class:`~blox_slurm.core.model.Decisions`."""
         stops = (*(Stop(v, f) for v, f in self.stopped.items()),
                  *(Stop(j) for j in self.forced))
         return tuple(self.starts), stops, tuple(self.moves.values())

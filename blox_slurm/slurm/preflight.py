@@ -15,9 +15,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from .client import SlurmNode
 from .controller_config import ControllerConfig
-from .slurm.client import SlurmNode
-from .slurm.job_submit import CONFIG_NAME, read_config
+from .job_submit import CONFIG_NAME, read_config
 
 
 def plugin_config_path(cfg: ControllerConfig) -> Path | None:

@@ -64,7 +64,7 @@ def per_node_needs(snapshot: ClusterSnapshot, job: Job
     memory (Slurm's choice), so memory is not checked for it. Nodes are only checked against
     what is free when the round starts: two jobs placed in one round may still overbook a
     node, and the second then waits until the controller's start timeout hands its GPUs on
-    (``blox_slurm/start_watch.py``)."""
+    (``blox_slurm/slurm/start_watch.py``)."""
     nodes = required_nodes(job)
     out = []
     if snapshot.cpus_free is not None and job.cpus > 0:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .slurm.client import SlurmJob
+from .client import SlurmJob
 
 #: Reasons a released job waits that no freed GPU ends: set aside at once. Every other reason
 #: gets the timeout: 26.05 shows ``ReqNodeNotAvail`` for seconds after a pin to a node still

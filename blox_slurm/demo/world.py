@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .emulator.cluster import Daemon, Emulator
-from .emulator.fake_train import read_progress
-from .emulator.spec import EmulatorSpec, parse_gpus
-from .slurm.cli_backend import CliBackend
-from .slurm.job_submit import write_config, write_heartbeat
-from .workloads.schema import JobSpec, Workload
+from ..emulator.cluster import Daemon, Emulator
+from ..emulator.fake_train import read_progress
+from ..emulator.spec import EmulatorSpec, parse_gpus
+from ..slurm.cli_backend import CliBackend
+from ..slurm.job_submit import write_config, write_heartbeat
+from ..workloads.schema import JobSpec, Workload
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # blox_slurm/
 # slurm_conf/job_submit.lua, shipped inside the package (blox_slurm/data links to it) so the
 # demo also runs from an installed wheel.
 LUA = PACKAGE / "data" / "job_submit.lua"

@@ -44,7 +44,7 @@ DEFAULTS: dict[str, str] = {
 }
 # Top-level keys that belong to other tools reading the same file.
 OTHER_TABLES = {"name", "description", "simulation", "controller", "workload"}
-BUNDLED_DIR = Path(__file__).parent / "data" / "compositions"
+BUNDLED_DIR = Path(__file__).parents[1] / "data" / "compositions"
 
 
 class CompositionError(ValueError):

@@ -1,6 +1,6 @@
 """Blox's extension points, each a tiny Protocol (the Kubernetes scheduler-framework split).
 
-A round runs them in this order (see :mod:`blox_slurm.round`):
+A round runs them in this order (see :mod:`blox_slurm.core.round`):
 
 1. ``ClusterManager.manage``   which nodes may take new work; drains; flags
 2. ``AdmissionPolicy.admit``   which waiting jobs enter the scheduler's view

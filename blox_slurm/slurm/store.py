@@ -5,7 +5,7 @@ Tables:
 * ``jobs``       one row per managed job: what Slurm cannot remember for the policies (service
                  received in earlier runs, admitted, policy marks, hints, rank, why it waits)
 * ``runs``       every ended run (user, account, GPUs, start, end, GPU-seconds): the history
-                 fair share decays (:mod:`blox_slurm.accounting`, as in the simulator)
+                 fair share decays (:mod:`blox_slurm.core.accounting`, as in the simulator)
 * ``rounds``     one row per round: when, dry-run or not, counts, Slurm calls, errors
 * ``decisions``  what each round's policies decided (start/preempt/hold/admit/flag/drain)
 * ``actions``    every Slurm verb applied, its job ids, and whether it worked
@@ -31,9 +31,9 @@ from typing import Any
 
 import sqlite_utils
 
-from .accounting import EndedRun, run_service, usage_at
-from .model import Decisions, GpuSample
-from .slurm.snapshot import JobExtras
+from ..core.accounting import EndedRun, run_service, usage_at
+from ..core.model import Decisions, GpuSample
+from .snapshot import JobExtras
 
 SCHEMA_VERSION = 3  # 2: jobs.account (fair share by account); 3: the runs table
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Protocol, runtime_checkable
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Protocol, runtime_checkable
 
 from .model import Job
 
@@ -44,30 +42,3 @@ class ParametricThroughput:
 
 
 DEFAULT_THROUGHPUT = ParametricThroughput()
-
-
-class ThroughputSpec(BaseModel):
-    """A world's throughput model as plain config (an experiment's or ``controller.toml``'s
-    ``[throughput]``): ``parametric`` (the scaling model, with ``type_speed`` per GPU type) or
-    ``gavel`` (Gavel's measured table at ``path``; ``type_speed`` then applies to the models
-    the table lacks). The controller needs it for heterogeneity-aware policies: without
-    ``type_speed`` every GPU type is equally fast to Gavel."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["parametric", "gavel"] = "parametric"
-    path: str | None = None
-    reference_type: str = "v100"
-    type_speed: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
-        default_factory=dict)
-
-    def build(self) -> ThroughputModel:
-        base = (ParametricThroughput(type_speed=dict(self.type_speed)) if self.type_speed
-                else DEFAULT_THROUGHPUT)
-        if self.kind == "parametric":
-            return base
-        from .workloads.gavel_throughput import GavelThroughput
-
-        if not self.path:
-            raise ValueError("throughput kind 'gavel' needs the path of "
-                             "simulation_throughputs.json")
-        return GavelThroughput(self.path, reference_type=self.reference_type, fallback=base)

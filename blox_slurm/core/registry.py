@@ -50,7 +50,7 @@ class PolicySpec:
 
 
 _REGISTRY: dict[str, dict[str, PolicySpec]] = {k: {} for k in KINDS}
-#: Capabilities a policy of a kind must declare (see blox_slurm.abstractions): the engine
+#: Capabilities a policy of a kind must declare (see blox_slurm.core.abstractions): the engine
 #: reads them, never guesses a default for an attribute that is not there.
 DECLARED = {"scheduling": ("time_dependent", "keyed"),
             "preemption": ("backfill", "spares_victims")}
@@ -69,7 +69,7 @@ def register(kind: str, name: str) -> Callable[[C], C]:
         if missing:
             base = "SchedulingBase" if kind == "scheduling" else "PreemptionBase"
             raise PolicyError(f"{kind} policy {name!r} ({cls.__qualname__}) does not declare "
-                              f"{', '.join(missing)}: subclass blox_slurm.abstractions.{base} "
+                              f"{', '.join(missing)}: subclass blox_slurm.core.abstractions.{base} "
                               "for the defaults, or set them as class attributes")
         params = getattr(cls, "Params", NoParams)
         existing = _REGISTRY[kind].get(name)

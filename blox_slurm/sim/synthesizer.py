@@ -34,15 +34,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .composition import Composition, CompositionError, build, read
-from .model import ClusterSnapshot, Job
-from .sim.config import SimConfig
-from .sim.records import RunResult
-from .sim.simulator import Simulator
-from .workloads.schema import Workload
+from ..core.composition import Composition, CompositionError, build, read
+from ..core.model import ClusterSnapshot, Job
+from ..workloads.schema import Workload
+from .config import SimConfig
+from .records import RunResult
+from .simulator import Simulator
 
 _NO_ARRIVALS = Workload(jobs=(), source="synthesizer fork")
-log = logging.getLogger("blox_slurm.synthesizer")
+log = logging.getLogger("blox_slurm.sim.synthesizer")
 
 
 class SynthesizerParams(BaseModel):

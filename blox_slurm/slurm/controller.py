@@ -25,25 +25,25 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
-from .abstractions import FreeGpus
+from ..core.abstractions import FreeGpus
+from ..core.composition import Composition
+from ..core.model import ClusterSnapshot, Decisions, GpuSample
+from ..core.round import decide
+from ..telemetry.buffer import TelemetryBuffer
+from ..telemetry.prometheus import MetricsRegistry
 from .active_lock import ActiveLock
-from .composition import Composition
+from .apply import Applier, Plan, make_plan
+from .arrays import bracket, held_back, splits
+from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
 from .controller_config import ControllerConfig
 from .crashpoints import crashpoint
-from .model import ClusterSnapshot, Decisions, GpuSample
+from .job_submit import clear_heartbeat, parse_admin_comment, write_heartbeat
 from .preflight import missing_partitions, plugin_disagreement
-from .round import decide
-from .slurm.apply import Applier, Plan, make_plan
-from .slurm.arrays import bracket, held_back, splits
-from .slurm.client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
-from .slurm.job_submit import clear_heartbeat, parse_admin_comment, write_heartbeat
-from .slurm.snapshot import build_snapshot
+from .snapshot import build_snapshot
 from .start_watch import StartWatch
 from .store import Observed, Store
-from .telemetry.buffer import TelemetryBuffer
-from .telemetry.prometheus import MetricsRegistry
 
-log = logging.getLogger("blox_slurm.controller")
+log = logging.getLogger("blox_slurm.slurm.controller")
 _T = TypeVar("_T")
 
 
@@ -242,7 +242,7 @@ class Controller:
         self.watch.refused(refused, now)
 
     def misconfigured(self, nodes: list[SlurmNode]) -> str | None:
-        """Why this controller must not heartbeat (see :mod:`blox_slurm.preflight`). A dry
+        """Why this controller must not heartbeat (see :mod:`blox_slurm.slurm.preflight`). A dry
         run writes no heartbeat, so the plugin's config is not its business."""
         if not self.cfg.dry_run and (problem := plugin_disagreement(self.cfg)):
             return problem

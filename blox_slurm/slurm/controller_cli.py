@@ -21,12 +21,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .cli_errors import exit_codes
+from ..cli_errors import exit_codes
+from .backends import select_backend
+from .client import SlurmError
 from .controller import Controller, RoundReport, handback
 from .controller_config import ConfigError, ControllerConfig, load_config
-from .slurm.backends import select_backend
-from .slurm.client import SlurmError
-from .slurm.job_submit import heartbeat_age, heartbeat_fresh
+from .job_submit import heartbeat_age, heartbeat_fresh
 from .store import Store, StoreGone
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="controller.toml")]
@@ -87,8 +87,8 @@ def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
     """Start the agents' endpoint (and /metrics) when configured; returns the receiver."""
     if not cfg.telemetry_listen:
         return None
-    from .telemetry.buffer import TelemetryBuffer
-    from .telemetry.receiver import TelemetryReceiver
+    from ..telemetry.buffer import TelemetryBuffer
+    from ..telemetry.receiver import TelemetryReceiver
 
     if not cfg.telemetry_token_file:
         raise ConfigError("telemetry_listen needs telemetry_token_file")

@@ -20,11 +20,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from . import registry
-from .composition import Composition, CompositionError
-from .loading import build, load
-from .throughput import ThroughputSpec
-from .tomlfile import read_toml
+from ..core import registry
+from ..core.composition import Composition, CompositionError
+from ..core.tomlfile import read_toml
+from ..loading import build, load
+from ..workloads.throughput_spec import ThroughputSpec
 
 
 class ControllerConfig(BaseModel):
@@ -58,7 +58,7 @@ class ControllerConfig(BaseModel):
     # slurmctld, counted against MaxJobCount); see blox_slurm/slurm/arrays.py.
     array_window: int = Field(default=64, ge=1, le=100000)
     # The plugin's blox_job_submit.conf, checked against partitions and heartbeat at start and
-    # every round (see blox_slurm.preflight). None: beside slurm.conf. "": no check (only
+    # every round (see blox_slurm.slurm.preflight). None: beside slurm.conf. "": no check (only
     # where the controller's host cannot read the file; a mismatch then holds jobs for ever).
     plugin_config: str | None = None
     slurm_conf: str | None = None
