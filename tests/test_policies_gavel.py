@@ -97,6 +97,25 @@ def test_a_job_that_fits_only_one_type_is_sent_there() -> None:
     assert x[0].tolist() == pytest.approx([0.0, 1.0])  # types sorted: k80, v100
 
 
+def test_the_lp_is_solved_again_only_when_its_numbers_change(monkeypatch) -> None:
+    import blox_slurm.policies.scheduling.gavel as gavel_module
+
+    solves = []
+    real = gavel_module.allocate
+    monkeypatch.setattr(gavel_module, "allocate",
+                        lambda *a, **kw: solves.append(1) or real(*a, **kw))
+    g = Gavel()
+    s = snapshot(SHAPE, [pending(1, 1), pending(2, 1)], now=10.0, throughput=SPEED)
+    g.order(s, s.jobs)
+    g.order(replace(s, now=20.0), s.jobs)  # the same jobs and speeds: the memo answers
+    assert len(solves) == 1
+    # Another throughput model (a new object or new numbers): the rates differ, solve again.
+    faster_k80 = replace(s, throughput=ParametricThroughput(type_speed={"v100": 1.0,
+                                                                       "k80": 0.5}))
+    g.order(faster_k80, s.jobs)
+    assert len(solves) == 2
+
+
 def test_a_job_that_asked_for_a_type_is_given_only_that_type_and_never_moved() -> None:
     # Job 1 asked for a k80 (--gres=gpu:k80:1): the idle, 4x faster v100s are not its to
     # take; Slurm could not run it there. Running on the k80, it stays.

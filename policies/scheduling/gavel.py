@@ -305,9 +305,9 @@ class Gavel(SchedulingBase):
     def __init__(self, params: Params | None = None) -> None:
         p = params or self.Params()
         self.objective, self.migrate = p.objective, p.migrate
-        # Memo of the last LP (a pure function of its key): the job set changes only at
-        # arrivals and completions, so most rounds reuse it.
-        self._memo: tuple[object, np.ndarray] | None = None
+        # Memo of the last LP, keyed by its inputs' content (a pure function of them): the
+        # job set changes only at arrivals and completions, so most rounds reuse it.
+        self._memo: tuple[tuple[object, ...], np.ndarray] | None = None
 
     def allocation(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]
                    ) -> tuple[list[str], list[Job], np.ndarray, np.ndarray]:
@@ -326,16 +326,16 @@ class Gavel(SchedulingBase):
             remaining = _remaining_times(lp_jobs, snapshot.now)
             x = allocate(thr, gpus, capacity, self.objective, remaining)
         else:
-            key = (tuple(types), tuple(capacity), id(model),
-                   tuple((j.id, j.model, j.num_gpus) for j in lp_jobs))
-            x = self._memoized(key, thr, gpus, capacity)
+            x = self._memoized(thr, gpus, capacity)
         return types, lp_jobs, x, capacity
 
-    def _memoized(self, key: object, thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
+    def _memoized(self, thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray
                   ) -> np.ndarray:
-        """``allocate`` for a remaining-free objective, reusing the last LP's answer when
-        ``key`` (everything the LP depends on) is unchanged: the job set changes only at
-        arrivals and completions, so most rounds skip the solve."""
+        """``allocate`` for a remaining-free objective, reusing the last LP's answer when its
+        inputs are the same numbers (comparing them costs microseconds; a solve, tens of
+        milliseconds): the job set changes only at arrivals and completions, so most rounds
+        skip the solve."""
+        key = (thr.shape, thr.tobytes(), gpus.tobytes(), capacity.tobytes())
         if self._memo is None or self._memo[0] != key:
             self._memo = (key, allocate(thr, gpus, capacity, self.objective))
         return self._memo[1]
