@@ -2,13 +2,24 @@
 
 Exit codes: 0 success, 1 runtime failure (Slurm unreachable, a daemon died), 2 bad input
 (config, trace, option). Commands that report data take ``--json`` for machine-readable output.
+
+Each command is a plain function in the module of the world it drives, importable and testable
+on its own; this module only lays them out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
 
 from . import __version__
+from .demo.run import demo
+from .emulator.cli import PASS_THROUGH, doctor, emulator_app, fake_train
+from .sim.cli import compare, plot, policies, simulate
+from .slurm.controller_cli import explain, handback, report, run, status
+from .telemetry.cli import agent
 
 app = typer.Typer(
     name="blox-slurm",
@@ -33,19 +44,14 @@ def main(
     """Composable Blox scheduling policies beside Slurm."""
 
 
-# Sub-commands contributed by the world modules register themselves here.
-from .sim.cli import register as register_sim  # noqa: E402
+def _add(*commands: Callable[..., None], **settings: Any) -> None:
+    """Put ``commands`` on the app, each named after its function (``fake_train`` is
+    ``fake-train``), so a command's name is the one place it is spelled."""
+    for command in commands:
+        app.command(**settings)(command)
 
-register_sim(app)
-from .telemetry.cli import register as register_telemetry  # noqa: E402
 
-register_telemetry(app)
-from .emulator.cli import register as register_emulator  # noqa: E402
-
-register_emulator(app)
-from .slurm.controller_cli import register as register_controller  # noqa: E402
-
-register_controller(app)
-from .demo.run import register as register_demo  # noqa: E402
-
-register_demo(app)
+_add(simulate, compare, policies, plot, run, status, explain, report, handback, doctor, demo)
+_add(fake_train, **PASS_THROUGH)
+app.add_typer(emulator_app, name="emulator")
+_add(agent)

@@ -386,36 +386,34 @@ def print_comparison(result: DemoResult, console: Console) -> None:
         f"{result.wall_seconds:.0f} s wall.", highlight=False)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def demo(
-        jobs: Annotated[int, typer.Option("--jobs", min=1, max=64,
-                                          help="How many fake jobs to submit.")] = 16,
-        seed: Annotated[int, typer.Option("--seed", help="Workload seed.")] = 0,
-        config: Annotated[str | None, typer.Option(
-            "--config", help="Composition (bundled name or TOML path); default: bundled "
-                             "tiresias with thresholds compressed to demo time.")] = None,
-        no_live: Annotated[bool, typer.Option("--no-live",
-                                              help="Plain progress lines.")] = False,
-        as_json: Annotated[bool, typer.Option("--json",
-                                              help="Print the comparison as JSON.")] = False,
-    ) -> None:
-        """Emulator + controller on a small mixed workload, beside the simulator's prediction.
-        Needs root and Slurm's Debian packages; takes about two minutes."""
-        console = Console(stderr=True) if as_json else Console()
-        try:
-            result = run_demo(jobs, seed, config, live=not no_live and not as_json,
-                              console=console)
-        except (ConfigError, CompositionError) as exc:
-            console.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(2) from None
-        except (NeedsRoot, EmulatorError, SlurmError, DemoTimeout) as exc:
-            console.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            console.print("interrupted: the emulator was torn down")
-            raise typer.Exit(130) from None
-        if as_json:
-            typer.echo(json.dumps(result.as_dict(), indent=1))
-        else:
-            print_comparison(result, console)
+def demo(
+    jobs: Annotated[int, typer.Option("--jobs", min=1, max=64,
+                                      help="How many fake jobs to submit.")] = 16,
+    seed: Annotated[int, typer.Option("--seed", help="Workload seed.")] = 0,
+    config: Annotated[str | None, typer.Option(
+        "--config", help="Composition (bundled name or TOML path); default: bundled "
+                         "tiresias with thresholds compressed to demo time.")] = None,
+    no_live: Annotated[bool, typer.Option("--no-live",
+                                          help="Plain progress lines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json",
+                                          help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Emulator + controller on a small mixed workload, beside the simulator's prediction.
+    Needs root and Slurm's Debian packages; takes about two minutes."""
+    console = Console(stderr=True) if as_json else Console()
+    try:
+        result = run_demo(jobs, seed, config, live=not no_live and not as_json,
+                          console=console)
+    except (ConfigError, CompositionError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except (NeedsRoot, EmulatorError, SlurmError, DemoTimeout) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print("interrupted: the emulator was torn down")
+        raise typer.Exit(130) from None
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=1))
+    else:
+        print_comparison(result, console)

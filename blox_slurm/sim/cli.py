@@ -196,98 +196,92 @@ def _report(results: list[RunResult], title: str, as_json: bool, out: Path | Non
             _console().print(f"results and plots in {out}/")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def simulate(
-        config: Annotated[str, typer.Option("--config", "-c", help="Composition TOML file or "
-                                            "bundled composition name.")] = "fifo",
-        rate: Annotated[float, typer.Option("--rate", "-r", help="Synthetic: jobs/hour.")] = 6.0,
-        workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
-        jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
-        measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
-        quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
-        throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
-        as_json: JsonOpt = False, out: OutOpt = None,
-    ) -> None:
-        """Simulate one composition on a workload and print its metrics."""
-        with user_errors():
-            (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
-                                  gpu_demand, measure, cluster, round_, quantize, restart_cost,
-                                  throughputs, policy_path)
-            results = [_run_with_progress(exp, quiet=as_json)]
-            skipped = exp.workload.path and exp.workload.skip_bad_rows
-            if skipped:
-                n = exp.workload.load().skipped_rows
-                err.print(f"skipped {n} bad row(s) in {exp.workload.path}")
-            _report(results, f"simulation on {cluster}", as_json, out)
-
-    @app.command()
-    def compare(
-        config: Annotated[list[str] | None, typer.Option(
-            "--config", "-c", help="Compositions to compare (repeatable; files or bundled "
-            f"names). Default: {', '.join(DEFAULT_COMPARE)}.")] = None,
-        rate: Annotated[list[float] | None, typer.Option(
-            "--rate", "-r", help="Synthetic loads in jobs/hour (repeatable). Default 8.")] = None,
-        workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
-        jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
-        measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
-        quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
-        throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
-        processes: ProcOpt = None, as_json: JsonOpt = False, out: OutOpt = None,
-    ) -> None:
-        """Run several compositions x loads on the identical job stream and compare them.
-
-        With no options: Blox's Figure-6 setup (32 nodes x 4 GPUs, 1-GPU jobs, 300 s rounds,
-        Poisson arrivals, jobs 3000-4000 measured) at 8 jobs/hour for six compositions.
-        """
-        with user_errors():
-            exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
-                                skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, round_,
-                                quantize, restart_cost, throughputs, policy_path)
-            results = run_all(exps, processes)
-            _report(results, f"comparison on {cluster}", as_json, out)
-
-    @app.command()
-    def policies(
-        policy_path: PolicyPathOpt = None, as_json: JsonOpt = False,
-    ) -> None:
-        """List the policies (per extension point) and the bundled compositions."""
-        with user_errors():
-            for p in policy_path or []:
-                registry.load_policy_file(p)
-            specs = registry.available()
-            if as_json:
-                typer.echo(json.dumps({
-                    "policies": [{"kind": s.kind, "name": s.name, "summary": s.summary,
-                                  "params": s.params.model_json_schema().get("properties", {})}
-                                 for s in specs],
-                    "compositions": bundled_names()}, indent=2))
-                return
-            t = Table(title="policies")
-            for col in ("kind", "name", "parameters", "what it does"):
-                t.add_column(col)
-            for s in specs:
-                params = ", ".join(f"{k}={v.get_default(call_default_factory=True)!r}"
-                                   for k, v in s.params.model_fields.items())
-                t.add_row(s.kind, s.name, params, s.summary)
-            _console().print(t)
-            _console().print("bundled compositions: " + ", ".join(bundled_names()))
-
-    @app.command()
-    def plot(
-        runs: Annotated[Path, typer.Argument(help="runs.json written by simulate/compare --out.")],
-        out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the PNGs.")] =
-        Path("plots"),
-    ) -> None:
-        """Write JCT CDF and utilization PNGs (and sweep plots for several loads)."""
-        from .plot import write_plots
-
-        with user_errors():
-            results = load_runs(runs)
-            rows = [{**summary_row(r), "policy": r.name, "load": r.params.get("jobs_per_hour")}
-                    for r in results]
-            sweep = rows if len({row["load"] for row in rows}) > 1 else []
-            for path in write_plots(results, out, rows=sweep):
-                typer.echo(str(path))
+def simulate(
+    config: Annotated[str, typer.Option("--config", "-c", help="Composition TOML file or "
+                                        "bundled composition name.")] = "fifo",
+    rate: Annotated[float, typer.Option("--rate", "-r", help="Synthetic: jobs/hour.")] = 6.0,
+    workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
+    jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
+    measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
+    quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
+    throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
+    as_json: JsonOpt = False, out: OutOpt = None,
+) -> None:
+    """Simulate one composition on a workload and print its metrics."""
+    with user_errors():
+        (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
+                              gpu_demand, measure, cluster, round_, quantize, restart_cost,
+                              throughputs, policy_path)
+        results = [_run_with_progress(exp, quiet=as_json)]
+        skipped = exp.workload.path and exp.workload.skip_bad_rows
+        if skipped:
+            n = exp.workload.load().skipped_rows
+            err.print(f"skipped {n} bad row(s) in {exp.workload.path}")
+        _report(results, f"simulation on {cluster}", as_json, out)
 
 
+def compare(
+    config: Annotated[list[str] | None, typer.Option(
+        "--config", "-c", help="Compositions to compare (repeatable; files or bundled "
+        f"names). Default: {', '.join(DEFAULT_COMPARE)}.")] = None,
+    rate: Annotated[list[float] | None, typer.Option(
+        "--rate", "-r", help="Synthetic loads in jobs/hour (repeatable). Default 8.")] = None,
+    workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
+    jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
+    measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
+    quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
+    throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
+    processes: ProcOpt = None, as_json: JsonOpt = False, out: OutOpt = None,
+) -> None:
+    """Run several compositions x loads on the identical job stream and compare them.
+
+    With no options: Blox's Figure-6 setup (32 nodes x 4 GPUs, 1-GPU jobs, 300 s rounds,
+    Poisson arrivals, jobs 3000-4000 measured) at 8 jobs/hour for six compositions.
+    """
+    with user_errors():
+        exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
+                            skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, round_,
+                            quantize, restart_cost, throughputs, policy_path)
+        results = run_all(exps, processes)
+        _report(results, f"comparison on {cluster}", as_json, out)
+
+
+def policies(policy_path: PolicyPathOpt = None, as_json: JsonOpt = False) -> None:
+    """List the policies (per extension point) and the bundled compositions."""
+    with user_errors():
+        for p in policy_path or []:
+            registry.load_policy_file(p)
+        specs = registry.available()
+        if as_json:
+            typer.echo(json.dumps({
+                "policies": [{"kind": s.kind, "name": s.name, "summary": s.summary,
+                              "params": s.params.model_json_schema().get("properties", {})}
+                             for s in specs],
+                "compositions": bundled_names()}, indent=2))
+            return
+        t = Table(title="policies")
+        for col in ("kind", "name", "parameters", "what it does"):
+            t.add_column(col)
+        for s in specs:
+            params = ", ".join(f"{k}={v.get_default(call_default_factory=True)!r}"
+                               for k, v in s.params.model_fields.items())
+            t.add_row(s.kind, s.name, params, s.summary)
+        _console().print(t)
+        _console().print("bundled compositions: " + ", ".join(bundled_names()))
+
+
+def plot(
+    runs: Annotated[Path, typer.Argument(help="runs.json written by simulate/compare --out.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the PNGs.")] =
+    Path("plots"),
+) -> None:
+    """Write JCT CDF and utilization PNGs (and sweep plots for several loads)."""
+    from .plot import write_plots
+
+    with user_errors():
+        results = load_runs(runs)
+        rows = [{**summary_row(r), "policy": r.name, "load": r.params.get("jobs_per_hour")}
+                for r in results]
+        sweep = rows if len({row["load"] for row in rows}) > 1 else []
+        for path in write_plots(results, out, rows=sweep):
+            typer.echo(str(path))

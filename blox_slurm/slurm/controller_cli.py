@@ -24,7 +24,8 @@ from rich.table import Table
 from ..cli_errors import exit_codes
 from .backends import select_backend
 from .client import SlurmError
-from .controller import Controller, RoundReport, handback
+from .controller import Controller, RoundReport
+from .controller import handback as release_held
 from .controller_config import ConfigError, ControllerConfig, load_config
 from .job_submit import heartbeat_age, heartbeat_fresh
 from .store import Store, StoreGone
@@ -111,154 +112,152 @@ def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
                           "(another controller or process has it? choose a free port)") from None
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def run(
-        config: ConfigOpt,
-        dry_run: Annotated[bool, typer.Option(
-            "--dry-run", help="Shadow mode: decide and record, apply nothing, write no "
-            "heartbeat.")] = False,
-        rounds: Annotated[int | None, typer.Option(help="Stop after N rounds.")] = None,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
-    ) -> None:
-        """Run the controller: every round, observe Slurm, decide with the composition, apply.
+def run(
+    config: ConfigOpt,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Shadow mode: decide and record, apply nothing, write no "
+        "heartbeat.")] = False,
+    rounds: Annotated[int | None, typer.Option(help="Stop after N rounds.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the controller: every round, observe Slurm, decide with the composition, apply.
 
-        SIGTERM/SIGINT finish the current round, hand back held jobs if configured, exit 0.
-        """
-        stop = threading.Event()  # handlers first: a SIGTERM during start-up still exits 0
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                            format="%(asctime)s %(levelname)s %(message)s")
-        with _errors():
-            cfg, comp = load_config(config)
-            if dry_run:
-                cfg = cfg.model_copy(update={"dry_run": True})
-            _check_slurm_conf(cfg.slurm_conf or os.environ.get("SLURM_CONF"))
-            client, why = select_backend(cfg.slurm_conf, cfg.backend)
-            ctl = Controller(cfg, comp, client, _open_store(cfg.store))
-            _preflight(ctl)
-            receivers: list[Any] = []
+    SIGTERM/SIGINT finish the current round, hand back held jobs if configured, exit 0.
+    """
+    stop = threading.Event()  # handlers first: a SIGTERM during start-up still exits 0
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    with _errors():
+        cfg, comp = load_config(config)
+        if dry_run:
+            cfg = cfg.model_copy(update={"dry_run": True})
+        _check_slurm_conf(cfg.slurm_conf or os.environ.get("SLURM_CONF"))
+        client, why = select_backend(cfg.slurm_conf, cfg.backend)
+        ctl = Controller(cfg, comp, client, _open_store(cfg.store))
+        _preflight(ctl)
+        receivers: list[Any] = []
 
-            def active() -> None:  # this controller is the active one: serve, then say so
-                receivers.append(_telemetry(cfg, ctl))
-                err.print(f"{why}; composition {comp.name}; partitions "
-                          f"{','.join(cfg.partitions)}{'; DRY RUN' if cfg.dry_run else ''}",
-                          highlight=False)
+        def active() -> None:  # this controller is the active one: serve, then say so
+            receivers.append(_telemetry(cfg, ctl))
+            err.print(f"{why}; composition {comp.name}; partitions "
+                      f"{','.join(cfg.partitions)}{'; DRY RUN' if cfg.dry_run else ''}",
+                      highlight=False)
 
-            def show(r: RoundReport) -> None:
-                if verbose:
-                    err.print(f"round {r.round_id}: {r.jobs} jobs ({r.pending} waiting), "
-                              f"{len(r.decisions.start) if r.decisions else 0} start, "
-                              f"{len(r.plan.preempt) if r.plan else 0} preempt, "
-                              f"{r.slurm_calls} Slurm calls, {r.seconds:.2f} s"
-                              + (f", error: {r.error}" if r.error else ""), highlight=False)
+        def show(r: RoundReport) -> None:
+            if verbose:
+                err.print(f"round {r.round_id}: {r.jobs} jobs ({r.pending} waiting), "
+                          f"{len(r.decisions.start) if r.decisions else 0} start, "
+                          f"{len(r.plan.preempt) if r.plan else 0} preempt, "
+                          f"{r.slurm_calls} Slurm calls, {r.seconds:.2f} s"
+                          + (f", error: {r.error}" if r.error else ""), highlight=False)
 
-            try:
-                ctl.run(stop, rounds, show, on_active=active)
-            finally:
-                for receiver in filter(None, receivers):
-                    receiver.stop()
+        try:
+            ctl.run(stop, rounds, show, on_active=active)
+        finally:
+            for receiver in filter(None, receivers):
+                receiver.stop()
 
-    @app.command()
-    def status(config: ConfigOpt, as_json: JsonOpt = False) -> None:
-        """Managed jobs as the controller last saw them: rank, state, held, GPUs, service."""
-        with _errors():
-            _, store = _store(config)
-            rows = store.jobs()
-            last = store.last_round()
-            t = Table(title=f"managed jobs (round {last['id'] if last else '-'}"
-                            f"{', decided by ' + last['composition'] if last else ''})")
-            for col in ("job", "user", "state", "rank", "held", "GPUs", "GPU-h", "preempt",
-                        "why"):
-                t.add_column(col)
-            for r in rows:
-                t.add_row(str(r["job_id"]), r["user"], r["state"],
-                          "-" if r["rank"] is None else str(r["rank"]),
-                          "held" if r["held"] else "released", str(r["num_gpus"]),
-                          f"{(r['attained_base'] or 0) / 3600:.2f}", str(r["preemptions"]),
-                          r["reason"] or "")
-            _print({"round": last, "jobs": rows}, as_json, t)
 
-    @app.command()
-    def explain(job_id: int, config: ConfigOpt, as_json: JsonOpt = False) -> None:
-        """Why a job waits, was started or was preempted: its record, decisions and actions."""
-        with _errors():
-            _, store = _store(config)
-            job = store.job(job_id)
-            if job is None:
-                raise ConfigError(f"job {job_id} is not known to the controller (not in a "
-                                  "managed partition, or not marked by the job-submit plugin)")
-            history = store.history(job_id)
-            actions = store.actions(job_id)
-            if as_json:
-                _print({"job": job, "decisions": history, "actions": actions}, True, None)
+def status(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+    """Managed jobs as the controller last saw them: rank, state, held, GPUs, service."""
+    with _errors():
+        _, store = _store(config)
+        rows = store.jobs()
+        last = store.last_round()
+        t = Table(title=f"managed jobs (round {last['id'] if last else '-'}"
+                        f"{', decided by ' + last['composition'] if last else ''})")
+        for col in ("job", "user", "state", "rank", "held", "GPUs", "GPU-h", "preempt",
+                    "why"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(str(r["job_id"]), r["user"], r["state"],
+                      "-" if r["rank"] is None else str(r["rank"]),
+                      "held" if r["held"] else "released", str(r["num_gpus"]),
+                      f"{(r['attained_base'] or 0) / 3600:.2f}", str(r["preemptions"]),
+                      r["reason"] or "")
+        _print({"round": last, "jobs": rows}, as_json, t)
+
+
+def explain(job_id: int, config: ConfigOpt, as_json: JsonOpt = False) -> None:
+    """Why a job waits, was started or was preempted: its record, decisions and actions."""
+    with _errors():
+        _, store = _store(config)
+        job = store.job(job_id)
+        if job is None:
+            raise ConfigError(f"job {job_id} is not known to the controller (not in a "
+                              "managed partition, or not marked by the job-submit plugin)")
+        history = store.history(job_id)
+        actions = store.actions(job_id)
+        if as_json:
+            _print({"job": job, "decisions": history, "actions": actions}, True, None)
+            return
+        c = Console()
+        c.print(f"job {job_id} ({job['user']}, {job['num_gpus']} GPU(s)): {job['state']}, "
+                f"rank {job['rank']}, {'held' if job['held'] else 'released'}, "
+                f"{job['preemptions']} preemption(s), "
+                f"{(job['attained_base'] or 0) / 3600:.2f} GPU-hours received")
+        if job["reason"]:
+            c.print(f"now: {job['reason']}")
+        for h in history[:10]:
+            when = time.strftime("%H:%M:%S", time.localtime(h["started"]))
+            c.print(f"  round {h['round_id']} {when}: {h['kind']}"
+                    f"{' (dry-run)' if h['dry_run'] else ''} {h['reason']}")
+        for a in actions[:10]:
+            c.print(f"  action {a['verb']}: {'ok' if a['ok'] else 'FAILED ' + a['error']}")
+
+
+def report(config: ConfigOpt, as_json: JsonOpt = False) -> None:
+    """Shadow-mode report: when the policy would have started jobs vs when Slurm did."""
+    with _errors():
+        _, store = _store(config)
+        rows = list(store.db.query(
+            "SELECT d.job_id, MIN(r.started) AS policy_start, j.first_start, "
+            "j.submit_time FROM decisions d JOIN rounds r ON r.id = d.round_id "
+            "JOIN jobs j ON j.job_id = d.job_id WHERE d.kind = 'start' AND r.dry_run = 1 "
+            "GROUP BY d.job_id"))
+        preempts = store.db.execute(
+            "SELECT COUNT(*) FROM decisions d JOIN rounds r ON r.id = d.round_id "
+            "WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 1").fetchone()[0]
+        diffs = [r["first_start"] - r["policy_start"] for r in rows
+                 if r["first_start"] is not None]
+        summary = {
+            "jobs_compared": len(diffs),
+            "policy_earlier": sum(1 for d in diffs if d > 0),
+            "policy_later": sum(1 for d in diffs if d < 0),
+            "mean_seconds_slurm_minus_policy": statistics.mean(diffs) if diffs else None,
+            "median_seconds_slurm_minus_policy": statistics.median(diffs) if diffs else None,
+            "would_have_preempted": preempts,
+        }
+        t = Table(title="shadow mode: policy vs Slurm (first starts)")
+        t.add_column("figure")
+        t.add_column("value", justify="right")
+        for k, v in summary.items():
+            t.add_row(k, "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v))
+        _print({"summary": summary, "jobs": rows}, as_json, t)
+
+
+def handback(
+    config: ConfigOpt,
+    if_stale: Annotated[bool, typer.Option("--if-stale", help="Only when the controller's "
+                                           "heartbeat is older than its lease (watchdog).")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Release every job the controller holds (and nothing else), so Slurm schedules alone."""
+    with _errors():
+        cfg, _ = load_config(config)
+        if if_stale:
+            # The plugin's rule, in whole seconds as it reads the clock: the watchdog must
+            # not call the controller dead while the plugin still holds new jobs.
+            now = int(time.time())
+            age = heartbeat_age(cfg.heartbeat, now)
+            if heartbeat_fresh(cfg.heartbeat, cfg.lease_seconds, now) and age is not None:
+                _print({"released": [], "heartbeat_age": age}, as_json,
+                       f"controller alive (heartbeat {age:.0f} s old): nothing to do")
                 return
-            c = Console()
-            c.print(f"job {job_id} ({job['user']}, {job['num_gpus']} GPU(s)): {job['state']}, "
-                    f"rank {job['rank']}, {'held' if job['held'] else 'released'}, "
-                    f"{job['preemptions']} preemption(s), "
-                    f"{(job['attained_base'] or 0) / 3600:.2f} GPU-hours received")
-            if job["reason"]:
-                c.print(f"now: {job['reason']}")
-            for h in history[:10]:
-                when = time.strftime("%H:%M:%S", time.localtime(h["started"]))
-                c.print(f"  round {h['round_id']} {when}: {h['kind']}"
-                        f"{' (dry-run)' if h['dry_run'] else ''} {h['reason']}")
-            for a in actions[:10]:
-                c.print(f"  action {a['verb']}: {'ok' if a['ok'] else 'FAILED ' + a['error']}")
-
-    @app.command()
-    def report(config: ConfigOpt, as_json: JsonOpt = False) -> None:
-        """Shadow-mode report: when the policy would have started jobs vs when Slurm did."""
-        with _errors():
-            _, store = _store(config)
-            rows = list(store.db.query(
-                "SELECT d.job_id, MIN(r.started) AS policy_start, j.first_start, "
-                "j.submit_time FROM decisions d JOIN rounds r ON r.id = d.round_id "
-                "JOIN jobs j ON j.job_id = d.job_id WHERE d.kind = 'start' AND r.dry_run = 1 "
-                "GROUP BY d.job_id"))
-            preempts = store.db.execute(
-                "SELECT COUNT(*) FROM decisions d JOIN rounds r ON r.id = d.round_id "
-                "WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 1").fetchone()[0]
-            diffs = [r["first_start"] - r["policy_start"] for r in rows
-                     if r["first_start"] is not None]
-            summary = {
-                "jobs_compared": len(diffs),
-                "policy_earlier": sum(1 for d in diffs if d > 0),
-                "policy_later": sum(1 for d in diffs if d < 0),
-                "mean_seconds_slurm_minus_policy": statistics.mean(diffs) if diffs else None,
-                "median_seconds_slurm_minus_policy": statistics.median(diffs) if diffs else None,
-                "would_have_preempted": preempts,
-            }
-            t = Table(title="shadow mode: policy vs Slurm (first starts)")
-            t.add_column("figure")
-            t.add_column("value", justify="right")
-            for k, v in summary.items():
-                t.add_row(k, "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v))
-            _print({"summary": summary, "jobs": rows}, as_json, t)
-
-    @app.command(name="handback")
-    def handback_cmd(
-        config: ConfigOpt,
-        if_stale: Annotated[bool, typer.Option("--if-stale", help="Only when the controller's "
-                                               "heartbeat is older than its lease (watchdog).")]
-        = False,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Release every job the controller holds (and nothing else), so Slurm schedules alone."""
-        with _errors():
-            cfg, _ = load_config(config)
-            if if_stale:
-                # The plugin's rule, in whole seconds as it reads the clock: the watchdog must
-                # not call the controller dead while the plugin still holds new jobs.
-                now = int(time.time())
-                age = heartbeat_age(cfg.heartbeat, now)
-                if heartbeat_fresh(cfg.heartbeat, cfg.lease_seconds, now) and age is not None:
-                    _print({"released": [], "heartbeat_age": age}, as_json,
-                           f"controller alive (heartbeat {age:.0f} s old): nothing to do")
-                    return
-            client, _ = select_backend(cfg.slurm_conf, cfg.backend)
-            ids = handback(client, cfg.partitions)
-            _print({"released": ids}, as_json, f"released {len(ids)} job(s): "
-                   + ",".join(map(str, ids)))
+        client, _ = select_backend(cfg.slurm_conf, cfg.backend)
+        ids = release_held(client, cfg.partitions)
+        _print({"released": ids}, as_json, f"released {len(ids)} job(s): "
+               + ",".join(map(str, ids)))

@@ -1,4 +1,4 @@
-"""The ``blox-slurm agent`` command (registered on the main app by :func:`register`)."""
+"""The ``blox-slurm agent`` command (put on the app by :mod:`blox_slurm.cli`)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,3 @@ def agent(
         source.close()
     logging.getLogger(__name__).info("agent stopped: %s", stats)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("agent")(agent)
