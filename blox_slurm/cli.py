@@ -4,7 +4,7 @@ Exit codes: 0 success, 1 runtime failure (Slurm unreachable, a daemon died), 2 b
 (config, trace, option). Commands that report data take ``--json`` for machine-readable output.
 
 Each command is a plain function in the module of the world it drives, importable and testable
-on its own; this module only lays them out.
+on its own; this module only lays them out, in the help panels a user reads them by.
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ from .emulator.cli import PASS_THROUGH, doctor, emulator_app, fake_train
 from .sim.cli import compare, plot, policies, simulate
 from .slurm.controller_cli import explain, handback, report, run, status
 from .telemetry.cli import agent
+
+SIMULATE = "Simulate and compare"
+CONTROLLER = "Controller"
+EMULATOR = "Emulator and demo"
+TELEMETRY = "Telemetry"
 
 app = typer.Typer(
     name="blox-slurm",
@@ -44,14 +49,16 @@ def main(
     """Composable Blox scheduling policies beside Slurm."""
 
 
-def _add(*commands: Callable[..., None], **settings: Any) -> None:
-    """Put ``commands`` on the app, each named after its function (``fake_train`` is
-    ``fake-train``), so a command's name is the one place it is spelled."""
+def _add(panel: str, *commands: Callable[..., None], **settings: Any) -> None:
+    """Put ``commands`` on the app in ``panel``, each named after its function (``fake_train``
+    is ``fake-train``), so a command's name is the one place it is spelled."""
     for command in commands:
-        app.command(**settings)(command)
+        app.command(rich_help_panel=panel, **settings)(command)
 
 
-_add(simulate, compare, policies, plot, run, status, explain, report, handback, doctor, demo)
-_add(fake_train, **PASS_THROUGH)
-app.add_typer(emulator_app, name="emulator")
-_add(agent)
+_add(SIMULATE, simulate, compare, policies, plot)
+_add(CONTROLLER, run, status, explain, report, handback, doctor)
+_add(EMULATOR, demo)
+_add(EMULATOR, fake_train, **PASS_THROUGH)
+app.add_typer(emulator_app, name="emulator", rich_help_panel=EMULATOR)  # a group: listed last
+_add(TELEMETRY, agent)
