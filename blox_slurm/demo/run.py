@@ -399,7 +399,9 @@ def demo(
                                           help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Emulator + controller on a small mixed workload, beside the simulator's prediction.
-    Needs root and Slurm's Debian packages; takes about two minutes."""
+
+    Needs root and Slurm's Debian packages; takes about two minutes.
+    """
     console = Console(stderr=True) if as_json else Console()
     try:
         result = run_demo(jobs, seed, config, live=not no_live and not as_json,

@@ -28,8 +28,8 @@ def default_run_dir() -> Path:
 
 RunDirOpt = Annotated[
     Path | None,
-    typer.Option("--run-dir", help="Emulator state directory (default: $BLOX_EMULATOR_DIR or "
-                                   "/tmp/blox-slurm-emulator-UID)."),
+    typer.Option("--run-dir", help="Emulator state directory (default: $BLOX_EMULATOR_DIR, "
+                                   "else blox-slurm-emulator-UID in /tmp)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 

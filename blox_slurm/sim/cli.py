@@ -235,8 +235,9 @@ def compare(
 ) -> None:
     """Run several compositions x loads on the identical job stream and compare them.
 
-    With no options: Blox's Figure-6 setup (32 nodes x 4 GPUs, 1-GPU jobs, 300 s rounds,
-    Poisson arrivals, jobs 3000-4000 measured) at 8 jobs/hour for six compositions.
+    With no options: Blox's Figure-6 setup (32 nodes x 4 GPUs, 1-GPU jobs,
+    300 s rounds, Poisson arrivals, jobs 3000-4000 measured) at 8 jobs/hour
+    for six compositions.
     """
     with user_errors():
         exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,

@@ -118,7 +118,8 @@ def run(
         "--dry-run", help="Shadow mode: decide and record, apply nothing, write no "
         "heartbeat.")] = False,
     rounds: Annotated[int | None, typer.Option(help="Stop after N rounds.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Log at INFO and print one line per round.")] = False,
 ) -> None:
     """Run the controller: every round, observe Slurm, decide with the composition, apply.
 
@@ -180,7 +181,11 @@ def status(config: ConfigOpt, as_json: JsonOpt = False) -> None:
         _print({"round": last, "jobs": rows}, as_json, t)
 
 
-def explain(job_id: int, config: ConfigOpt, as_json: JsonOpt = False) -> None:
+def explain(
+    job_id: Annotated[int, typer.Argument(help="The Slurm job id.")],
+    config: ConfigOpt,
+    as_json: JsonOpt = False,
+) -> None:
     """Why a job waits, was started or was preempted: its record, decisions and actions."""
     with _errors():
         _, store = _store(config)
