@@ -1,0 +1,105 @@
+"""The command line's layout: every command a module-level function (importable, testable on
+its own) and ``blox-slurm --help`` grouped into panels, as an 80-column terminal shows it."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from blox_slurm.cli import app
+
+# What a user reads in `blox-slurm --help`: panel -> its commands, top to bottom.
+PANELS = {
+    "Simulate and compare": ["simulate", "compare", "policies", "plot"],
+    "Controller": ["run", "status", "explain", "report", "handback", "doctor"],
+    "Emulator and demo": ["demo", "fake-train", "emulator"],
+    "Telemetry": ["agent"],
+}
+
+# Command line -> the function that runs it.
+FUNCTIONS = {
+    "simulate": "blox_slurm.sim.cli:simulate",
+    "compare": "blox_slurm.sim.cli:compare",
+    "policies": "blox_slurm.sim.cli:policies",
+    "plot": "blox_slurm.sim.cli:plot",
+    "run": "blox_slurm.slurm.controller_cli:run",
+    "status": "blox_slurm.slurm.controller_cli:status",
+    "explain": "blox_slurm.slurm.controller_cli:explain",
+    "report": "blox_slurm.slurm.controller_cli:report",
+    "handback": "blox_slurm.slurm.controller_cli:handback",
+    "doctor": "blox_slurm.emulator.cli:doctor",
+    "demo": "blox_slurm.demo.run:demo",
+    "fake-train": "blox_slurm.emulator.cli:fake_train",
+    "emulator up": "blox_slurm.emulator.cli:up",
+    "emulator down": "blox_slurm.emulator.cli:down",
+    "emulator status": "blox_slurm.emulator.cli:status",
+    "agent": "blox_slurm.telemetry.cli:agent",
+}
+
+runner = CliRunner()
+
+
+def command(line: str) -> Any:
+    """The click command that ``blox-slurm LINE`` runs."""
+    cmd: Any = typer.main.get_command(app)
+    for name in line.split():
+        cmd = cmd.commands[name]
+    return cmd
+
+
+def function(target: str) -> Callable[..., Any]:
+    """``module:name`` imported as any user of the package would import it."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def panels(help_text: str) -> dict[str, list[str]]:
+    """Panel title -> the first word of each of its rows (rich's boxed help, parsed)."""
+    found: dict[str, list[str]] = {}
+    rows: list[str] = []
+    for line in help_text.splitlines():
+        if title := re.match(r"╭─ (.+?) ─", line):
+            rows = found.setdefault(title[1], [])
+        elif row := re.match(r"│ (\S+) ", line):
+            rows.append(row[1])
+    return found
+
+
+@pytest.mark.parametrize("line", FUNCTIONS)
+def test_every_command_is_a_module_level_function(line: str) -> None:
+    fn = function(FUNCTIONS[line])
+    assert fn.__qualname__ == fn.__name__  # not a closure inside a register()
+    callback = command(line).callback
+    assert getattr(callback, "__wrapped__", callback) is fn
+
+
+def test_every_command_is_in_a_panel_and_has_its_function() -> None:
+    top = {line.split()[0] for line in FUNCTIONS}
+    assert set(command("").commands) == top == {c for cs in PANELS.values() for c in cs}
+    assert set(command("emulator").commands) == {
+        line.split()[1] for line in FUNCTIONS if line.startswith("emulator ")}
+
+
+def test_help_lists_each_panel_with_its_commands() -> None:
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(map(len, result.stdout.splitlines())) <= 80
+    shown = panels(result.stdout)
+    assert list(shown) == ["Options", *PANELS]  # no catch-all "Commands" panel
+    assert {title: rows for title, rows in shown.items() if title != "Options"} == PANELS
+
+
+@pytest.mark.parametrize("line", [line for line in FUNCTIONS if line != "fake-train"])
+def test_every_option_and_argument_says_what_it_is_for(line: str) -> None:
+    """fake-train is left out: its arguments are the fake job's own (argparse's help)."""
+    cmd = command(line)
+    assert [p.name for p in cmd.params if not p.help] == []
+    result = runner.invoke(app, [*line.split(), "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.stdout  # rich cut a word that did not fit its column
