@@ -342,3 +342,25 @@ def test_a_victims_cpus_come_back_with_its_gpus() -> None:
     s = replace(s, free=FreeGpus.of(s), cpus_free={"node1": 0})
     d = decide(s, loading.load("las"), explain=True)
     assert d.preempt == (1,) and [x.job_id for x in d.start] == [2], d
+
+
+@pytest.mark.parametrize("rank_all", [True, False])
+def test_two_jobs_started_in_one_round_do_not_overbook_a_nodes_cpus_or_memory(rank_all) -> None:
+    """The snapshot's free CPUs and memory are those of the round's start: the round books
+    what each start takes, so the second of two 6-CPU jobs goes to the other 8-CPU node
+    (first fit would put both on node1, and Slurm would refuse the second), and a node-bound
+    job's memory is booked the same way. Both paths: the full walk and the pending-only one."""
+    shape = cluster(4, 4)
+    one_node = (("nodes", "1"),)  # --gres=gpu:1: Slurm's per-node request
+    jobs = [pending(1, 1, cpus=6, hints=one_node), pending(2, 1, submit=1.0, cpus=6,
+                                                          hints=one_node),
+            pending(3, 1, submit=2.0, memory_mb=3000, hints=one_node),
+            pending(4, 1, submit=3.0, memory_mb=3000, hints=one_node)]
+    s = snapshot(shape, jobs, now=10.0, cpus_free={"node1": 8, "node2": 8},
+                 memory_free={"node1": 4000, "node2": 4000})
+    d = decide(replace(s, free=FreeGpus.of(s)), loading.load("fifo"), rank_all=rank_all)
+    node = {st_.job_id: s.gpus[st_.gpus[0]].node for st_ in d.start}
+    assert node[1] != node[2] and node[3] != node[4], node
+    # Without the CPU and memory model (the simulator) the same jobs share node1.
+    plain = decide(snapshot(shape, jobs, now=10.0), loading.load("fifo"), rank_all=rank_all)
+    assert {s.gpus[st_.gpus[0]].node for st_ in plain.start} == {"node1"}

@@ -29,15 +29,57 @@ NODES = "nodes"
 NodeKey = Callable[[int, tuple[GpuId, ...]], object]
 
 
+class Booked:
+    """CPUs and memory the round has handed out so far, per node (a round's working copy,
+    like its free-GPU pool): the snapshot says what was free when the round began, so
+    without this two jobs placed on one node in the same round could overbook it, and the
+    second would wait for Slurm's refusal and the controller's start timeout."""
+
+    __slots__ = ("cpus", "memory")
+
+    def __init__(self) -> None:
+        self.cpus: dict[str, int] = {}
+        self.memory: dict[str, int] = {}
+
+    def add(self, snapshot: ClusterSnapshot, job: Job, gpus: tuple[GpuId, ...]) -> None:
+        """``job`` starts on ``gpus``: book its share of CPUs and memory on their nodes."""
+        if snapshot.cpus_free is None and snapshot.memory_free is None or not gpus:
+            return
+        for node, (cpus, memory) in shares(snapshot, job, gpus).items():
+            self.cpus[node] = self.cpus.get(node, 0) + cpus
+            self.memory[node] = self.memory.get(node, 0) + memory
+
+
+def shares(snapshot: ClusterSnapshot, job: Job, gpus: tuple[GpuId, ...]
+           ) -> dict[str, tuple[int, int]]:
+    """(CPUs, memory) ``job`` takes on each node of ``gpus``: an even split over the nodes a
+    node-bound job asked for (what Slurm gives it and :func:`per_node_needs` checks); for a
+    job that may spread, its CPUs (at least one per node) and memory in proportion to the
+    GPUs it has there."""
+    per_node: dict[str, int] = {}
+    for g in gpus:
+        node = snapshot.gpus[g].node
+        per_node[node] = per_node.get(node, 0) + 1
+    bound = required_nodes(job)
+    if bound is not None:
+        even = (-(-job.cpus // bound), -(-job.memory_mb // bound))
+        return dict.fromkeys(per_node, even)
+    n = len(gpus)
+    return {node: (max(1, -(-job.cpus * k // n)) if job.cpus > 0 else 0,
+                   -(-job.memory_mb * k // n))
+            for node, k in per_node.items()}
+
+
 def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus,
-            gpu_type: str | None = None) -> FreeGpus:
+            gpu_type: str | None = None, booked: Booked | None = None) -> FreeGpus:
     """``free`` restricted to the nodes the job can use: of ``gpu_type`` (the scheduler's
     choice this round) or else its required GPU type (compared case-insensitively: Slurm
     gres names are lower case, node types may not be), and with its per-node CPUs and memory
-    free where the world counts them (:func:`per_node_needs`); ``free`` itself when nothing
-    narrows it. The result is a read-only view for placement."""
+    free where the world counts them (:func:`per_node_needs`, less what ``booked`` says this
+    round has handed out); ``free`` itself when nothing narrows it. The result is a
+    read-only view for placement."""
     want = gpu_type or job.hint(HINT)
-    needs = per_node_needs(snapshot, job)
+    needs = per_node_needs(snapshot, job, booked)
     if not want and not needs:
         return free
     keep = None
@@ -49,28 +91,28 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus,
     given_back = snapshot.free.by_node if snapshot.free is not None else {}
     by_node = {name: gpus for name, gpus in free.by_node.items()
                if (keep is None or name in keep)
-               and (all(have.get(name, need) >= need for have, need in needs)
+               and (all(have.get(name, need) - used.get(name, 0) >= need
+                        for have, used, need in needs)
                     or len(gpus) > len(given_back.get(name, gpus)))}
     if len(by_node) == len(free.by_node):
         return free  # nothing narrowed: no copy (this runs in every preemption trial)
     return FreeGpus(by_node, snapshot.gpus)
 
 
-def per_node_needs(snapshot: ClusterSnapshot, job: Job
-                   ) -> list[tuple[Mapping[str, int], int]]:
-    """(free per node, what the job needs on each node it gets) for every resource the world
-    counts and the job asks for: CPUs and memory split evenly over its bound node count.
-    A job that may spread needs at least one CPU per node and an unknown share of its
-    memory (Slurm's choice), so memory is not checked for it. Nodes are only checked against
-    what is free when the round starts: two jobs placed in one round may still overbook a
-    node, and the second then waits until the controller's start timeout hands its GPUs on
-    (``blox_slurm/slurm/start_watch.py``)."""
+def per_node_needs(snapshot: ClusterSnapshot, job: Job, booked: Booked | None = None
+                   ) -> list[tuple[Mapping[str, int], Mapping[str, int], int]]:
+    """(free per node, booked per node this round, what the job needs on each node it gets)
+    for every resource the world counts and the job asks for: CPUs and memory split evenly
+    over its bound node count. A job that may spread needs at least one CPU per node and an
+    unknown share of its memory (Slurm's choice), so memory is not checked for it."""
     nodes = required_nodes(job)
-    out = []
+    cpus_used = booked.cpus if booked is not None else {}
+    memory_used = booked.memory if booked is not None else {}
+    out: list[tuple[Mapping[str, int], Mapping[str, int], int]] = []
     if snapshot.cpus_free is not None and job.cpus > 0:
-        out.append((snapshot.cpus_free, 1 if nodes is None else -(-job.cpus // nodes)))
+        out.append((snapshot.cpus_free, cpus_used, 1 if nodes is None else -(-job.cpus // nodes)))
     if snapshot.memory_free is not None and job.memory_mb > 0 and nodes is not None:
-        out.append((snapshot.memory_free, -(-job.memory_mb // nodes)))
+        out.append((snapshot.memory_free, memory_used, -(-job.memory_mb // nodes)))
     return out
 
 

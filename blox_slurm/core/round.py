@@ -41,7 +41,7 @@ from operator import attrgetter
 
 from .abstractions import ClusterView, FreeGpus, Schedule
 from .composition import Composition
-from .fit import allowed
+from .fit import Booked, allowed
 from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, Start
 
@@ -51,11 +51,12 @@ _admitted, _id = attrgetter("admitted"), attrgetter("id")
 
 
 def _place(comp: Composition, snapshot: ClusterSnapshot, types: Mapping[int, str], job: Job,
-           count: int, pool: FreeGpus) -> tuple[int, ...] | None:
+           count: int, pool: FreeGpus, booked: Booked) -> tuple[int, ...] | None:
     """Placement's choice for ``job`` among the GPUs of ``pool`` it can use (the filter
-    stage, :func:`blox_slurm.core.fit.allowed`, with the type its scheduler chose)."""
+    stage, :func:`blox_slurm.core.fit.allowed`, with the type its scheduler chose and the
+    CPUs and memory the round has ``booked`` so far)."""
     return comp.placement.choose(snapshot, job, count,
-                                 allowed(snapshot, job, pool, types.get(job.id)))
+                                 allowed(snapshot, job, pool, types.get(job.id), booked))
 
 
 def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
@@ -125,9 +126,10 @@ class _Walk:
         self._running: list[Job] | None = None  # running jobs in rank order, on first need
         self._running_pos: list[int] = []
         self._rank: dict[int, int] = {}  # running job id -> its position in the order
+        self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
-        return _place(self.comp, self.snapshot, self.types, job, count, self.free)
+        return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
 
     def run(self) -> None:
         """Walk the pending jobs and the running ones the scheduler wants on another type,
@@ -181,6 +183,7 @@ class _Walk:
             self.ledger.unplaced[job.id] = (want, free.count)
             return False
         free.take(gpus)
+        self.booked.add(self.snapshot, job, gpus)
         self.ledger.starts.append(Start(job.id, gpus))
         return True
 
@@ -205,6 +208,7 @@ class _Walk:
         gpus = self.place(job, n) if n <= self.free.count else None
         if gpus is not None:
             self.free.take(gpus)
+            self.booked.add(self.snapshot, job, gpus)
         return gpus
 
     def relocate(self, job: Job, pos: int, among: Collection[int] | None = None
@@ -231,10 +235,10 @@ class _Walk:
                       and (among is None or v.id in among)]
         if not candidates:
             return False
-        comp, snapshot, types = self.comp, self.snapshot, self.types
+        comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
 
         def fits(trial: FreeGpus) -> bool:
-            return _place(comp, snapshot, types, job, want, trial) is not None
+            return _place(comp, snapshot, types, job, want, trial, booked) is not None
 
         victims = self.preemption.victims(job, candidates, self.free, want, fits)
         for v in victims:
@@ -278,15 +282,17 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
     schedule = comp.scheduling.order(snapshot, queue)
     alloc, types = schedule.gpus, schedule.types
     free = FreeGpus.of(snapshot, view.unschedulable)
+    booked = Booked()
     starts: list[Start] = []
     for job in schedule.order:
         want = alloc.get(job.id, job.num_gpus)
         if want > free.count:
             return None
-        gpus = _place(comp, snapshot, types, job, want, free)
+        gpus = _place(comp, snapshot, types, job, want, free, booked)
         if gpus is None:
             return None
         free.take(gpus)
+        booked.add(snapshot, job, gpus)
         starts.append(Start(job.id, gpus))
     return Decisions(admit=admit, start=tuple(starts), order=tuple(map(_id, schedule.order)),
                      drain=view.drain, flag=view.flag, marks=schedule.marks,
