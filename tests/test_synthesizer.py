@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from _core_helpers import cluster, pending, running, snapshot
@@ -13,9 +14,10 @@ from blox_slurm.core.composition import CompositionError
 from blox_slurm.core.model import ClusterSnapshot, Job
 from blox_slurm.core.round import decide
 from blox_slurm.loading import build, load
+from blox_slurm.sim import simulator as simulator_module
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import SimulationError, Simulator
-from blox_slurm.sim.synthesizer import Synthesizer
+from blox_slurm.sim.synthesizer import CHOICE, DUE, PREDICTED, Synthesizer
 from blox_slurm.workloads.schema import JobSpec, Workload
 
 
@@ -133,10 +135,10 @@ def test_it_picks_the_candidate_whose_future_is_best_and_that_one_decides() -> N
     s = synth("fifo", "srtf", horizon=7200.0)
     snap = short_jobs_behind_a_long_one()
     d = decide(snap, s)
-    scores = {p.name: p.score for p in s.last_predictions}
+    scores = predicted(d.state)
     assert scores["srtf"] < scores["fifo"]
     assert d.composition == "srtf"
-    assert d == replace(decide(snap, load("srtf")), composition="srtf")
+    assert d == replace(decide(snap, load("srtf")), composition="srtf", state=d.state)
 
 
 def test_predictions_censor_unfinished_jobs_at_the_horizon() -> None:
@@ -153,29 +155,76 @@ def test_predictions_censor_unfinished_jobs_at_the_horizon() -> None:
         (599.0 + sum(1000.0 - j.submit_time for j in snap.jobs if j.id != 1)) / 6)
 
 
-def test_it_evaluates_every_k_rounds_and_afresh_when_the_clock_goes_back() -> None:
+def kept(snap: ClusterSnapshot, d) -> ClusterSnapshot:
+    """The next round's snapshot as a world shows it: with the state the round asked for."""
+    return replace(snap, state={**snap.state, **dict(d.state)})
+
+
+def predicted(state) -> dict[str, float]:
+    return {k.removeprefix(PREDICTED): v for k, v in dict(state).items()
+            if k.startswith(PREDICTED)}
+
+
+def test_it_evaluates_every_k_rounds_from_the_state_the_world_keeps() -> None:
     s = synth("fifo", "srtf", every=3, horizon=7200.0)
     snap = short_jobs_behind_a_long_one()
-    s.for_round(snap)
-    first = s.last_predictions
-    for k in (1, 2):  # rounds 2 and 3 of the period reuse the choice
-        assert s.for_round(replace(snap, now=300.0 * k)).name == "srtf"
-        assert s.last_predictions is first
-    s.for_round(replace(snap, now=900.0))
-    assert s.last_predictions is not first  # round 4: a new evaluation
-    second = s.last_predictions
-    s.for_round(replace(snap, now=0.0))  # a new run (or a restarted world)
-    assert s.last_predictions is not second
+    first = s.for_round(snap)
+    assert first.composition.name == "srtf"
+    assert dict(first.state)[CHOICE] == 1.0 and dict(first.state)[DUE] == pytest.approx(900.0)
+    world = kept(snap, first)
+    for k in (1, 2):  # rounds 2 and 3 of the period reuse the choice: nothing new to keep
+        again = s.for_round(replace(world, now=300.0 * k))
+        assert again.composition.name == "srtf" and again.state == ()
+    assert s.for_round(replace(world, now=900.0)).state != ()  # round 4: a new evaluation
+    # A world that kept nothing (a new simulation, a new store) evaluates afresh.
+    assert s.for_round(replace(snap, now=300.0)).state != ()
+    # The synthesizer holds nothing itself: a restarted controller (the same store, a new
+    # Synthesizer object) goes on with the kept choice.
+    restarted = synth("fifo", "srtf", every=3, horizon=7200.0).for_round(
+        replace(world, now=300.0))
+    assert restarted.composition.name == "srtf" and restarted.state == ()
+
+
+def test_a_kept_choice_that_names_no_candidate_is_evaluated_afresh() -> None:
+    s = synth("fifo", "srtf", every=3, horizon=7200.0)
+    snap = short_jobs_behind_a_long_one()
+    for bad in (7.0, -1.0, 0.5):
+        got = s.for_round(replace(snap, now=300.0, state={CHOICE: bad, DUE: 1e9}))
+        assert dict(got.state)[CHOICE] == 1.0, bad
+
+
+def test_the_simulator_and_the_controllers_store_keep_the_state(tmp_path: Path) -> None:
+    from blox_slurm.slurm.store import Store
+
+    store = Store(tmp_path / "s.db")
+    store.update_policy_state((), (), {}, {}, ((CHOICE, 2.0), (DUE, 600.0)))
+    store.update_policy_state((), (), {}, {}, ((DUE, 900.0),))
+    assert Store(tmp_path / "s.db").composition_state() == {CHOICE: 2.0, DUE: 900.0}
+    seen: list[dict] = []
+    real = simulator_module.decide
+
+    def spy(snap, comp, **kw):
+        if comp is s:  # not the candidates' forks
+            seen.append(dict(snap.state))
+        return real(snap, comp, **kw)
+
+    specs = tuple(JobSpec(i, 300.0 * i, 1, 1200.0) for i in range(4))
+    s = synth("fifo", "las", every=2, horizon=3600.0)
+    with mock.patch.object(simulator_module, "decide", spy):
+        Simulator(Workload(specs), s, cluster(1)).run()
+    assert len(seen) > 2
+    assert seen[0] == {} and all(CHOICE in st and DUE in st for st in seen[1:])
 
 
 def test_a_tie_keeps_the_current_choice() -> None:
     # One job, one GPU: every candidate predicts the same future.
     snap = snapshot(cluster(1), [pending(0, 1, duration=600.0)])
     s = synth("las", "fifo", every=1)
-    assert s.for_round(snap).name == "las"
-    scores = {p.score for p in s.last_predictions}
-    assert len(scores) == 1
-    assert s.for_round(replace(snap, now=300.0)).name == "las"
+    first = s.for_round(snap)
+    assert first.composition.name == "las"
+    assert len(set(predicted(first.state).values())) == 1
+    again = s.for_round(kept(replace(snap, now=300.0), first))
+    assert again.composition.name == "las"
 
 
 def test_unknown_durations_are_estimated_so_the_controller_world_works() -> None:
@@ -215,8 +264,8 @@ def test_the_bundled_synthesizer_is_listed_and_builds() -> None:
 def test_each_evaluation_logs_the_choice_and_every_prediction(caplog) -> None:
     s = synth("fifo", "srtf", horizon=7200.0)
     with caplog.at_level("INFO", logger="blox_slurm.sim.synthesizer"):
-        s.for_round(short_jobs_behind_a_long_one())
-        s.for_round(short_jobs_behind_a_long_one(now=300.0))  # within the period: no new line
+        first = s.for_round(short_jobs_behind_a_long_one())
+        s.for_round(kept(short_jobs_behind_a_long_one(now=300.0), first))  # no new line
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1
     assert lines[0].startswith("synth at t=0: srtf decides; predicted avg_jct: fifo ")

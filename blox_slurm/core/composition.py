@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -66,10 +66,18 @@ class Composition:
     def time_dependent(self) -> bool:
         return self.scheduling.time_dependent
 
-    def for_round(self, snapshot: ClusterSnapshot) -> Composition:
+    def for_round(self, snapshot: ClusterSnapshot) -> RoundChoice:
         """The composition that decides this round: itself, except for a meta-policy (the
-        synthesizer) that delegates to one of its candidates."""
-        return self
+        synthesizer) that delegates to one of its candidates and says, in the choice's
+        ``state``, what the world must keep for it (``ClusterSnapshot.state`` next round)."""
+        return RoundChoice(self)
+
+
+class RoundChoice(NamedTuple):
+    """Who decides this round, and the composition state the world is to keep."""
+
+    composition: Composition
+    state: tuple[tuple[str, float], ...] = ()
 
 
 def _format_validation(section: str, policy: str, exc: ValidationError, valid: list[str]) -> str:

@@ -171,6 +171,9 @@ class ClusterSnapshot:
     # ... and free memory per node in MB, the same way (Slurm: RealMemory - AllocMem, which
     # is every node's RealMemory where memory is not consumable).
     memory_free: Mapping[str, int] | None = None
+    # What the composition asked the world to keep between rounds (``Decisions.state``), as
+    # marks are for one job: e.g. the synthesizer's current candidate and when it is due.
+    state: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def total_gpus(self) -> int:
@@ -255,6 +258,7 @@ class Decisions:
     drain: tuple[Drain, ...] = ()
     flag: tuple[tuple[int, str], ...] = ()  # jobs a policy reports without acting (dry-run)
     marks: tuple[tuple[int, str, float], ...] = ()  # (job, key, value) for the world to keep
+    state: tuple[tuple[str, float], ...] = ()  # (key, value): the composition's, to keep
     reasons: Mapping[int, str] = field(default_factory=dict)
     composition: str = ""  # the composition that decided (a synthesizer's current candidate)
 
@@ -271,4 +275,4 @@ class Decisions:
     @property
     def empty(self) -> bool:
         return not (self.admit or self.start or self.stop or self.move or self.drain
-                    or self.marks)
+                    or self.marks or self.state)

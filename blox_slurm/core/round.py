@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from itertools import filterfalse
 from operator import attrgetter
 
@@ -65,7 +66,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     (it changes nothing else). ``rank_all=False`` is for a world that never reads
     ``Decisions.order`` (the simulator): the engine may then rank only the pending jobs (see
     :func:`_pending_only`), and ``order`` lists just those."""
-    comp = comp.for_round(snapshot)
+    comp, state = comp.for_round(snapshot)
     view = comp.cluster.manage(snapshot)
     forced = _forced(snapshot, view)
     pending: Sequence[Job] = (snapshot.pending if snapshot.pending is not None
@@ -76,7 +77,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     if not (rank_all or explain or forced) and comp.scheduling.keyed:
         quick = _pending_only(snapshot, comp, view, pending, admit, admitted)
         if quick is not None:
-            return quick
+            return replace(quick, state=state) if state else quick
     schedule = comp.scheduling.order(snapshot, _active(snapshot.jobs, len(waiting), admitted,
                                                         forced))
     free = FreeGpus.of(snapshot, view.unschedulable)
@@ -91,7 +92,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
                              ) if explain else {}
     return Decisions(admit=admit, start=start, stop=stop, move=move,
                      order=tuple(map(_id, schedule.order)), drain=view.drain, flag=view.flag,
-                     marks=schedule.marks, reasons=reasons, composition=comp.name)
+                     marks=schedule.marks, state=state, reasons=reasons,
+                     composition=comp.name)
 
 
 def _forced(snapshot: ClusterSnapshot, view: ClusterView) -> dict[int, Job]:

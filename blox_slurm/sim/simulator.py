@@ -104,6 +104,7 @@ class Run:
         self.recorder = Recorder(measured)
         if sim.start is not None:
             usage.values = dict(sim.start.usage)
+            self.world.state = dict(sim.start.state)
             self.world.resume(sim.start.jobs, self.t)
             self.recorder.busy(self.t, self.world.busy)
         self.rounds = 0

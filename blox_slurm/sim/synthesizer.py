@@ -21,20 +21,24 @@ Durations: the simulator needs each job's isolated run time. Worlds that know it
 a ``duration=`` hint) give it; for others the fork assumes a job needs as much again as it has
 done so far (at least one round), the usual estimate for heavy-tailed job lengths.
 
-Memory: the choice and the time of the next evaluation are a memo, not state a world must keep.
-A restarted controller (or a new simulation, whose clock goes back) simply evaluates afresh.
+Memory: the choice, when the next evaluation is due and the predicted scores are composition
+state the world keeps (``Decisions.state`` -> ``ClusterSnapshot.state``: the simulator in its
+world, the controller in its store), so the synthesizer itself holds nothing between rounds,
+a restarted controller goes on with its choice, and a new simulation starts afresh.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..core.composition import Composition, CompositionError, build, read
+from ..core.composition import Composition, CompositionError, RoundChoice, build, read
 from ..core.model import ClusterSnapshot, Job
 from ..workloads.schema import Workload
 from .config import SimConfig
@@ -67,12 +71,10 @@ class Prediction:
     preemptions: int
 
 
-@dataclass
-class _Memo:
-    choice: Composition
-    next_at: float
-    last_now: float
-    predictions: tuple[Prediction, ...]
+#: Keys of the state the world keeps for a synthesizer (``ClusterSnapshot.state``).
+CHOICE = "synthesizer.choice"  # index of the candidate that decides
+DUE = "synthesizer.due"  # when the next evaluation falls due
+PREDICTED = "synthesizer.predicted:"  # + candidate name: its score at the last evaluation
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,37 +87,40 @@ class Synthesizer(Composition):
 
     candidates: tuple[Composition, ...] = ()
     params: SynthesizerParams | None = None
-    _memo: list[_Memo] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def time_dependent(self) -> bool:
         return True  # evaluations fall due with time alone
 
-    @property
-    def last_predictions(self) -> tuple[Prediction, ...]:
-        """The predictions behind the current choice (for logs and ``explain``)."""
-        return self._memo[0].predictions if self._memo else ()
-
-    def for_round(self, snapshot: ClusterSnapshot) -> Composition:
+    def for_round(self, snapshot: ClusterSnapshot) -> RoundChoice:
+        """The candidate the world's kept state names until its evaluation falls due; then
+        every candidate is played forward and the best one decides (the current one on a
+        tie: a tie is no reason to switch), with the new state for the world to keep."""
         assert self.params is not None
-        now = snapshot.now
-        memo = self._memo[0] if self._memo else None
-        if memo is not None and memo.last_now <= now < memo.next_at:
-            memo.last_now = now
-            return memo.choice
-        current = memo.choice if memo is not None and memo.last_now <= now else None
+        now, kept = snapshot.now, snapshot.state
+        current = self._kept_choice(kept)
+        if current is not None and now < kept.get(DUE, -math.inf):
+            return RoundChoice(current)
         predictions = self.predict(snapshot)
         best = min(predictions, key=lambda p: p.score)
         choice = next(c for c in self.candidates if c.name == best.name)
         if current is not None:
-            kept = next(p for p in predictions if p.name == current.name)
-            if kept.score <= best.score * (1 + 1e-9):
-                choice = current  # a tie is no reason to switch
+            kept_score = next(p.score for p in predictions if p.name == current.name)
+            if kept_score <= best.score * (1 + 1e-9):
+                choice = current
         due = now + self.params.every * self.params.round_duration - 1e-6
-        self._memo[:] = [_Memo(choice, due, now, tuple(predictions))]
         log.info("%s at t=%.0f: %s decides; predicted %s: %s", self.name, now, choice.name,
                  self.params.objective, ", ".join(f"{p.name} {p.score:.0f}" for p in predictions))
-        return choice
+        state = ((CHOICE, float(self.candidates.index(choice))), (DUE, due),
+                 *((PREDICTED + p.name, p.score) for p in predictions))
+        return RoundChoice(choice, state)
+
+    def _kept_choice(self, kept: Mapping[str, float]) -> Composition | None:
+        """The candidate the world kept, if it names one of ours."""
+        index = kept.get(CHOICE)
+        if index is None or not float(index).is_integer():
+            return None
+        return self.candidates[int(index)] if 0 <= index < len(self.candidates) else None
 
     def predict(self, snapshot: ClusterSnapshot) -> list[Prediction]:
         """Every candidate played forward from ``snapshot`` for the horizon."""

@@ -49,6 +49,7 @@ class World:
         self.finish_at: dict[int, float] = {}
         self._heap: list[tuple[float, int]] = []
         self.busy = 0
+        self.state: dict[str, float] = {}  # the composition's (Decisions.state), kept for it
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -103,11 +104,12 @@ class World:
             self._requeued = False
         return ClusterSnapshot(t, self.nodes, self.gpus, tuple(self.active.values()),
                                throughput=throughput, usage=self.usage.at(t), free=self.free,
-                               pending=tuple(self.queued.values()))
+                               pending=tuple(self.queued.values()), state=dict(self.state))
 
     def apply(self, d: Decisions, t: float) -> None:
         """Admissions, then stops and moves (freeing GPUs), then starts and the moved jobs'
         restarts. A job admitted and started in the same round is admitted by the start."""
+        self.state.update(d.state)
         starting = {st.job_id for st in d.start} if d.admit else ()
         for jid in d.admit:
             if jid not in starting:

@@ -191,7 +191,7 @@ class Controller:
         self.store.record_decisions(rid, d, plan.hold, gpu_nodes)
         self.store.update_policy_state(d.admit, d.marks,
                                        {j: r for r, j in enumerate(d.order)},
-                                       {**d.reasons, **aside})
+                                       {**d.reasons, **aside}, d.state)
 
     def _apply(self, rid: int, plan: Plan) -> Applier:
         applier = Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
@@ -254,6 +254,7 @@ class Controller:
                               extras=self.store.extras(now),
                               usage=self.store.usage(now, self.cfg.usage_half_life))
         return replace(snap, free=FreeGpus(_free_index(snap, nodes), snap.gpus),
+                       state=self.store.composition_state(),
                        telemetry=self._samples(snap, now), throughput=self.throughput,
                        cpus_free={n.name: max(0, n.cpus - n.cpus_alloc) for n in nodes
                                   if n.cpus > 0},

@@ -4,6 +4,8 @@ Tables:
 
 * ``jobs``       one row per managed job: what Slurm cannot remember for the policies (service
                  received in earlier runs, admitted, policy marks, hints, rank, why it waits)
+* ``composition_state``  what the composition asked the world to keep between rounds
+                 (``Decisions.state``: the synthesizer's choice and when it is due)
 * ``runs``       every ended run (user, account, GPUs, start, end, GPU-seconds): the history
                  fair share decays (:mod:`blox_slurm.core.accounting`, as in the simulator)
 * ``rounds``     one row per round: when, dry-run or not, counts, Slurm calls, errors
@@ -117,6 +119,8 @@ class Store:
             db.table("retired_jobs").create(JOB_COLUMNS)
         if "runs" not in db.table_names():
             self._create_runs()
+        if "composition_state" not in db.table_names():
+            db.table("composition_state").create({"key": str, "value": float}, pk="key")
         if "rounds" not in db.table_names():
             db.table("rounds").create({
                 "id": int, "started": float, "finished": float, "dry_run": int,
@@ -261,8 +265,11 @@ class Store:
             self.db.execute("UPDATE jobs SET run_last_seen = ? WHERE job_id = ?", [now, job_id])
 
     def update_policy_state(self, admitted: Iterable[int], marks: Iterable[tuple[int, str, float]],
-                            ranks: Mapping[int, int], reasons: Mapping[int, str]) -> None:
+                            ranks: Mapping[int, int], reasons: Mapping[int, str],
+                            state: Iterable[tuple[str, float]] = ()) -> None:
         with self.db.conn:
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO composition_state (key, value) VALUES (?, ?)", state)
             for job_id in admitted:
                 self.db.execute("UPDATE jobs SET admitted = 1 WHERE job_id = ?", [job_id])
             by_job: dict[int, dict[str, float]] = {}
@@ -278,6 +285,10 @@ class Store:
             self.db.conn.executemany(
                 "UPDATE jobs SET rank = ?, reason = ? WHERE job_id = ?",
                 [(ranks.get(j), reasons.get(j, ""), j) for j in set(ranks) | set(reasons)])
+
+    def composition_state(self) -> dict[str, float]:
+        """What the composition asked to keep (``ClusterSnapshot.state``)."""
+        return {r["key"]: r["value"] for r in self.db.table("composition_state").rows}
 
     def extras(self, now: float) -> dict[int, JobExtras]:
         """What the snapshot builder needs for every active job."""
