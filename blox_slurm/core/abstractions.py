@@ -23,6 +23,20 @@ from typing import ClassVar, Protocol, runtime_checkable
 from .model import ClusterSnapshot, Decisions, Drain, Gpu, GpuId, Job, NodeState
 
 
+class FreeView(Protocol):
+    """What a policy may read of a free-GPU pool: the engine's working copy (placement) or the
+    world's index (``ClusterSnapshot.free``). Read-only, as the type checker holds a policy
+    to: ``copy()`` gives a pool of one's own to change (a preemption trial)."""
+
+    @property
+    def by_node(self) -> Mapping[str, tuple[GpuId, ...]]: ...
+
+    @property
+    def count(self) -> int: ...
+
+    def copy(self) -> FreeGpus: ...
+
+
 class FreeGpus:
     """Free GPUs per schedulable node, in node order: the working set placement draws from.
 
@@ -164,13 +178,13 @@ class SchedulingPolicy(Protocol):
 @runtime_checkable
 class PlacementPolicy(Protocol):
     def choose(
-        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeView
     ) -> tuple[GpuId, ...] | None:
         """``count`` GPUs for ``job`` out of ``free``, or ``None`` when it does not fit."""
         ...
 
 
-Fits = Callable[[FreeGpus], bool]
+Fits = Callable[[FreeView], bool]
 
 
 @runtime_checkable
@@ -179,7 +193,7 @@ class PreemptionPolicy(Protocol):
     spares_victims: bool
 
     def victims(
-        self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits
+        self, job: Job, candidates: Sequence[Job], free: FreeView, count: int, fits: Fits
     ) -> Sequence[Job]:
         """Running jobs to stop so ``job`` (wanting ``count`` GPUs) fits, chosen from
         ``candidates`` (ranked below it, lowest last); ``fits(trial)`` asks the placement policy.

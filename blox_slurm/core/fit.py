@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .abstractions import FreeGpus
+from .abstractions import FreeGpus, FreeView
 from .model import ClusterSnapshot, GpuId, Job
 
 HINT = "gpu_type"
@@ -70,8 +70,8 @@ def shares(snapshot: ClusterSnapshot, job: Job, gpus: tuple[GpuId, ...]
             for node, k in per_node.items()}
 
 
-def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeGpus,
-            gpu_type: str | None = None, booked: Booked | None = None) -> FreeGpus:
+def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
+            gpu_type: str | None = None, booked: Booked | None = None) -> FreeView:
     """``free`` restricted to the nodes the job can use: of ``gpu_type`` (the scheduler's
     choice this round) or else its required GPU type (compared case-insensitively: Slurm
     gres names are lower case, node types may not be), and with its per-node CPUs and memory
@@ -126,7 +126,7 @@ def required_nodes(job: Job) -> int | None:
     return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
-def on_fixed_nodes(free: FreeGpus, nodes: int, count: int,
+def on_fixed_nodes(free: FreeView, nodes: int, count: int,
                    key: NodeKey | None = None) -> tuple[GpuId, ...] | None:
     """``count`` GPUs as ``count / nodes`` on each of ``nodes`` nodes: the first ``nodes``
     nodes with that many free GPUs in ``key`` order (node order when ``None``), the first

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # both modules import this one
-    from .abstractions import FreeGpus
+    from .abstractions import FreeView
     from .throughput import ThroughputModel
 
 GpuId = int
@@ -160,7 +160,7 @@ class ClusterSnapshot:
     # Optional index a world may keep incrementally: the free GPUs of every UP node (the round
     # works on a copy). Must agree with ``jobs``; without it the round derives it from the
     # allocations.
-    free: FreeGpus | None = None
+    free: FreeView | None = None
     # Optional index: the jobs of ``jobs`` that hold no GPUs, in ``jobs`` order. Lets a round
     # find the few waiting jobs without a pass over hundreds of running ones.
     pending: tuple[Job, ...] | None = None

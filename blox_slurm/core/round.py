@@ -40,7 +40,7 @@ from dataclasses import replace
 from itertools import filterfalse
 from operator import attrgetter
 
-from .abstractions import ClusterView, FreeGpus, Schedule
+from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
 from .composition import Composition
 from .fit import Booked, allowed
 from .ledger import Ledger
@@ -52,7 +52,7 @@ _admitted, _id = attrgetter("admitted"), attrgetter("id")
 
 
 def _place(comp: Composition, snapshot: ClusterSnapshot, types: Mapping[int, str], job: Job,
-           count: int, pool: FreeGpus, booked: Booked) -> tuple[int, ...] | None:
+           count: int, pool: FreeView, booked: Booked) -> tuple[int, ...] | None:
     """Placement's choice for ``job`` among the GPUs of ``pool`` it can use (the filter
     stage, :func:`blox_slurm.core.fit.allowed`, with the type its scheduler chose and the
     CPUs and memory the round has ``booked`` so far)."""
@@ -239,7 +239,7 @@ class _Walk:
             return False
         comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
 
-        def fits(trial: FreeGpus) -> bool:
+        def fits(trial: FreeView) -> bool:
             return _place(comp, snapshot, types, job, want, trial, booked) is not None
 
         victims = self.preemption.victims(job, candidates, self.free, want, fits)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.core.abstractions import FreeGpus, first_gpus
+from blox_slurm.core.abstractions import FreeView, first_gpus
 from blox_slurm.core.fit import on_fixed_nodes, required_nodes
 from blox_slurm.core.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.core.registry import register
@@ -29,7 +29,7 @@ class Consolidated:
         self.spread_if_needed = (params or self.Params()).spread_if_needed
 
     def choose(
-        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeView
     ) -> tuple[GpuId, ...] | None:
         if count > free.count:
             return None

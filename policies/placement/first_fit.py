@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from blox_slurm.core.abstractions import FreeGpus, first_gpus
+from blox_slurm.core.abstractions import FreeView, first_gpus
 from blox_slurm.core.fit import on_fixed_nodes, required_nodes
 from blox_slurm.core.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.core.registry import register
@@ -17,7 +17,7 @@ class FirstFit:
         pass
 
     def choose(
-        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeView
     ) -> tuple[GpuId, ...] | None:
         if count > free.count:
             return None

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import heapq
 
-from blox_slurm.core.abstractions import FreeGpus
+from blox_slurm.core.abstractions import FreeView
 from blox_slurm.core.fit import on_fixed_nodes, required_nodes
 from blox_slurm.core.model import ClusterSnapshot, GpuId, Job
 from blox_slurm.core.registry import register
@@ -23,7 +23,7 @@ class Scattered:
         pass
 
     def choose(
-        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeView
     ) -> tuple[GpuId, ...] | None:
         if count > free.count:
             return None

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.core.abstractions import FreeGpus
+from blox_slurm.core.abstractions import FreeView
 from blox_slurm.core.fit import required_nodes
 from blox_slurm.core.model import ClusterSnapshot, GpuId, Job, Node
 from blox_slurm.core.registry import register
@@ -92,7 +92,7 @@ class Synergy:
         self.tune = (params or self.Params()).mode == "tune"
 
     def choose(
-        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeGpus
+        self, snapshot: ClusterSnapshot, job: Job, count: int, free: FreeView
     ) -> tuple[GpuId, ...] | None:
         if count > free.count:
             return None
@@ -109,7 +109,7 @@ class Synergy:
             return min(fits, key=lambda kg: kg[0])[1]
         return self._span(job, count, free, nodes, left)
 
-    def _fits(self, job: Job, per: int, total: int, free: FreeGpus, nodes: dict[str, Node],
+    def _fits(self, job: Job, per: int, total: int, free: FreeView, nodes: dict[str, Node],
               left: dict[str, list[float]]) -> list[_Fit]:
         """Every node that can give ``job`` ``per`` of its ``total`` GPUs (free GPUs, and the
         CPUs/memory for them), with its first ``per`` free GPUs and its rank: least stranding,
@@ -125,7 +125,7 @@ class Synergy:
             fits.append((key, gpus[:per]))
         return fits
 
-    def _left(self, snapshot: ClusterSnapshot, nodes: dict[str, Node], free: FreeGpus
+    def _left(self, snapshot: ClusterSnapshot, nodes: dict[str, Node], free: FreeView
               ) -> dict[str, list[float]]:
         """Free CPUs and memory of every node in ``free`` that tracks either (module docstring)."""
         tracked = {name: node for name, node in nodes.items() if node.gpu_ids and any(_caps(node))}
@@ -175,7 +175,7 @@ class Synergy:
                     fractions.append((rest - need * count) / cap)
         return max(fractions) - min(fractions)
 
-    def _span(self, job: Job, count: int, free: FreeGpus, nodes: dict[str, Node],
+    def _span(self, job: Job, count: int, free: FreeView, nodes: dict[str, Node],
               left: dict[str, list[float]]) -> tuple[GpuId, ...] | None:
         """``count`` GPUs over several nodes, most free GPUs first, each node giving as many as
         its CPUs/memory allow at the job's per-GPU demand; ``None`` when they add up to fewer."""

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.core.abstractions import Fits, FreeGpus, PreemptionBase
+from blox_slurm.core.abstractions import Fits, FreeView, PreemptionBase
 from blox_slurm.core.model import Job
 from blox_slurm.core.registry import register
 
@@ -21,6 +21,6 @@ class NoPreemption(PreemptionBase):
         self.backfill = (params or self.Params()).backfill
 
     def victims(
-        self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits
+        self, job: Job, candidates: Sequence[Job], free: FreeView, count: int, fits: Fits
     ) -> Sequence[Job]:
         return ()

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from blox_slurm.core.abstractions import Fits, FreeGpus, PreemptionBase
+from blox_slurm.core.abstractions import Fits, FreeView, PreemptionBase
 from blox_slurm.core.model import Job
 from blox_slurm.core.registry import register
 
@@ -30,7 +30,7 @@ class PriorityPreemption(PreemptionBase):
         self.spares_victims = p.minimize
 
     def victims(
-        self, job: Job, candidates: Sequence[Job], free: FreeGpus, count: int, fits: Fits
+        self, job: Job, candidates: Sequence[Job], free: FreeView, count: int, fits: Fits
     ) -> Sequence[Job]:
         trial = free.copy()
         chosen: list[Job] = []
