@@ -17,7 +17,7 @@ from blox_slurm.core.model import (
     build_cluster,
 )
 from blox_slurm.slurm.apply import Applier, make_plan
-from blox_slurm.slurm.client import JobUpdate, SlurmJob
+from blox_slurm.slurm.client import REVOKE_MARGIN, JobUpdate, SlurmJob
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
 NODES, GPUS = build_cluster([("gpu", 2, 4)])  # node1: gpus 0-3, node2: gpus 4-7
@@ -72,22 +72,22 @@ def test_drains_skip_nodes_already_draining() -> None:
     assert plan.drain == (Drain("node1", "gpu errors"),)
 
 
-def test_only_requeued_jobs_get_starttime_now() -> None:
+def test_only_requeued_jobs_have_their_delay_lifted() -> None:
     """A fresh job's StartTime is its owner's --begin (red team item 8); a requeued one's is
     Slurm's ~120 s requeue delay, which the pin lifts."""
     fresh, requeued = job(1), replace(job(2), restart_cnt=1)
     plan = make_plan({1: fresh, 2: requeued},
                      Decisions(start=(Start(1, (0,)), Start(2, (1,)))), SNAP)
-    assert plan.release == {("node1",): (1, 2)} and plan.start_now == {2}
+    assert plan.release == {("node1",): (1, 2)} and plan.lift_delay == {2}
 
 
-def test_a_job_its_owner_requeued_is_repinned_with_starttime_now() -> None:
+def test_a_job_its_owner_requeued_is_repinned_with_its_delay_lifted() -> None:
     """Red team item 13: released, pinned where the policy wants it, but kept waiting ~120 s
     by Slurm's requeue delay: the plan lifts it, it does not leave it alone."""
     waiting = replace(job(1, held=False, req_nodes=("node1",)), restart_cnt=1,
                       reason="BeginTime")
     plan = make_plan({1: waiting}, Decisions(start=(Start(1, (0,)),)), SNAP)
-    assert plan.repin == {("node1",): (1,)} and plan.start_now == {1}
+    assert plan.repin == {("node1",): (1,)} and plan.lift_delay == {1}
     unstarted = replace(waiting, restart_cnt=0)  # its owner's --begin: not ours to lift
     assert make_plan({1: unstarted}, Decisions(start=(Start(1, (0,)),)), SNAP).empty
 
@@ -132,10 +132,29 @@ def test_the_applier_restarts_a_moved_job_on_its_new_node_in_the_same_round() ->
     job_id = _running_on_node1(fake)
     applier = _apply_move(fake, job_id)
     assert applier.restarted == [job_id] and applier.deferred == []
-    fake.schedule()  # no 120 s requeue delay: StartTime=now came with the pin
+    fake.advance(REVOKE_MARGIN)  # not 120 s: the pin lifted the requeue delay
     moved = fake.get_job(job_id)
     assert moved is not None and moved.active and moved.nodes == ("node2",)
     assert moved.restart_cnt == 1
+
+
+def test_a_job_stopped_and_started_again_on_its_node_runs_and_does_not_fail() -> None:
+    """slurmd refuses a credential made in the second it revoked the job's last one: a job
+    requeued and started again on the same node in that second fails ("Job credential
+    revoked", seen in CI on 22.05). The lifted delay ends seconds later, never in that one."""
+    fake = FakeSlurm(nodes=((2, 4),))
+    job_id = _running_on_node1(fake)
+    applier = Applier(fake, lambda *a: None, sleep=lambda _: None)
+    applier.apply(make_plan({job_id: fake.get_job(job_id)},  # type: ignore[dict-item]
+                            Decisions(stop=(Stop(job_id),)), SNAP))
+    requeued = fake.get_job(job_id)
+    assert requeued is not None and requeued.held and requeued.restart_cnt == 1
+    applier.apply(make_plan({job_id: requeued}, Decisions(start=(Start(job_id, (0,)),)), SNAP))
+    fake.advance(0.5)  # the same second: not eligible yet, so not started into a refusal
+    assert fake.get_job(job_id).pending  # type: ignore[union-attr]
+    fake.advance(REVOKE_MARGIN)
+    again = fake.get_job(job_id)
+    assert again is not None and again.state == "RUNNING" and again.nodes == ("node1",)
 
 
 class _Completing(FakeSlurm):

@@ -73,7 +73,7 @@ def test_every_start_follows_a_release_and_every_run_is_accounted(tmp_path: Path
 
 def test_tiresias_preempts_and_every_preempted_job_comes_back(tmp_path: Path) -> None:
     """A 16-GPU job runs past Tiresias's first threshold; the small jobs after it preempt it
-    (requeuehold), and it restarts (StartTime=now lifts the requeue delay) and completes."""
+    (requeuehold), and it restarts (StartTime=now+2 lifts the requeue delay) and completes."""
     fake = FakeSlurm([(4, 4)])
     big = fake.submit_job(4, runtime=3000.0, gpus_per_node=True, nodes=4)
     ctl = controller(fake, tmp_path, "tiresias")

@@ -6,9 +6,9 @@ Desired state of a managed job after a round:
 * running, not preempted        -> leave it
 * running, preempted            -> checkpoint signal, then ``requeuehold`` (pending, held again)
 * running, moved                -> as preempted; once Slurm shows it pending, pinned to its new
-                                   nodes with ``StartTime=now`` and released, in the same round
+                                   nodes with ``StartTime=now+2`` and released, in the same round
 * pending, started by the round -> pinned to the chosen nodes (``ReqNodeList``; also
-                                   ``StartTime=now`` if it was requeued) and released
+                                   ``StartTime=now+2`` if it was requeued) and released
 * pending, not started          -> held
 
 A job that asked for GPUs *per node* (``--gres=gpu:N``) carries the ``nodes`` hint: Slurm
@@ -43,9 +43,9 @@ class Plan:
     drain: tuple[Drain, ...] = ()
     refused: Mapping[int, str] = field(default_factory=dict)  # starts not applied: why
     # Of the jobs released or re-pinned, those requeued before: their pin also sets
-    # StartTime=now, which lifts Slurm's ~120 s requeue delay. Never for a job that has not
+    # StartTime=now+2, which lifts Slurm's ~120 s requeue delay. Never for a job that has not
     # run yet: its StartTime is the user's --begin.
-    start_now: frozenset[int] = frozenset()
+    lift_delay: frozenset[int] = frozenset()
     # Running jobs moved elsewhere, by new nodes: stopped with the preempted ones, then, in
     # the same round, pinned there and released (see Applier._restart_moved)
     move: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
@@ -68,10 +68,10 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
     stopping = set(preempt)
     move = _by_nodes((m.job_id, targets[m.job_id]) for m in d.move
                      if m.job_id in stopping and m.job_id in targets)
-    hold, release, repin, start_now = _pending_verbs(managed, targets)
+    hold, release, repin, lift_delay = _pending_verbs(managed, targets)
     drain = tuple(x for x in d.drain if x.node not in drained)
     return Plan(preempt, tuple(sorted(hold)), _by_nodes(release), _by_nodes(repin), drain,
-                {j: why for j, why in refused.items() if j in managed}, frozenset(start_now),
+                {j: why for j, why in refused.items() if j in managed}, frozenset(lift_delay),
                 move)
 
 
@@ -84,7 +84,7 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
     hold: list[int] = []
     release: list[tuple[int, tuple[str, ...]]] = []
     repin: list[tuple[int, tuple[str, ...]]] = []
-    start_now: set[int] = set()
+    lift_delay: set[int] = set()
     for job_id, job in managed.items():
         if not job.pending:
             continue
@@ -95,12 +95,12 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
             continue
         delayed = job.restart_cnt > 0 and (job.held or job.reason == "BeginTime")
         if delayed:  # ours, or its owner's requeue (a released job kept waiting ~120 s)
-            start_now.add(job_id)
+            lift_delay.add(job_id)
         if job.held:
             release.append((job_id, nodes))
         elif delayed or tuple(sorted(job.req_nodes)) != nodes:
             repin.append((job_id, nodes))
-    return hold, release, repin, start_now
+    return hold, release, repin, lift_delay
 
 
 def _targets(d: Decisions, snapshot: ClusterSnapshot
@@ -183,25 +183,25 @@ class Applier:
         if plan.hold:
             self._batched("hold", plan.hold, self.client.hold)
         for nodes, ids in plan.release.items():
-            pinned = self._pin(nodes, ids, plan.start_now)
+            pinned = self._pin(nodes, ids, plan.lift_delay)
             if pinned:
                 crashpoint("pinned")
                 self._batched("release", pinned, self.client.release)
         for nodes, ids in plan.repin.items():
-            self._pin(nodes, ids, plan.start_now)
+            self._pin(nodes, ids, plan.lift_delay)
         for dr in plan.drain:
             self._node("drain", dr.node, dr.reason)
 
     def _pin(self, nodes: tuple[str, ...], ids: Sequence[int],
-             start_now: frozenset[int]) -> list[int]:
-        """``ReqNodeList=nodes`` (one call per kind: with ``StartTime=now`` for requeued
+             lift_delay: frozenset[int]) -> list[int]:
+        """``ReqNodeList=nodes`` (one call per kind: with ``StartTime=now+2`` for requeued
         jobs, without for the rest); returns the ids pinned."""
         pinned: list[int] = []
         for now in (True, False):
-            batch = [i for i in ids if (i in start_now) == now]
+            batch = [i for i in ids if (i in lift_delay) == now]
             if batch:
                 pinned += self._batched(f"pin {','.join(nodes)}", batch, self._updater(
-                    JobUpdate(req_nodes=nodes, start_now=now)))
+                    JobUpdate(req_nodes=nodes, lift_delay=now)))
         return pinned
 
     def _updater(self, update: JobUpdate) -> Callable[[Sequence[int]], None]:
@@ -225,8 +225,8 @@ class Applier:
 
     def _restart_moved(self, moves: Mapping[tuple[str, ...], tuple[int, ...]]) -> None:
         """Restart moved jobs on their new nodes now: once requeued and shown pending (a
-        ``StartTime=now`` sent while the job is still COMPLETING is overwritten), pin them
-        with ``StartTime=now`` and release them. One not pending within ``grace`` seconds
+        ``StartTime=now+2`` sent while the job is still COMPLETING is overwritten), pin them
+        with ``StartTime=now+2`` and release them. One not pending within ``grace`` seconds
         stays held: the next round decides for it again (see ``deferred``)."""
         ids = [i for group in moves.values() for i in group]
         waiting = set() if self.dry_run else set(

@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TypeVar
 
 from .arrays import bracket
 from .client import (
+    LIFTED_START,
     JobUpdate,
     NodeAction,
     SlurmError,
@@ -219,8 +220,8 @@ class CliBackend:
             fields.append(f"ReqNodeList={','.join(update.req_nodes)}")
         if update.exc_nodes is not None:
             fields.append(f"ExcNodeList={','.join(update.exc_nodes)}")
-        if update.start_now:
-            fields.append("StartTime=now")
+        if update.lift_delay:
+            fields.append(f"StartTime={LIFTED_START}")
         if update.req_nodes is None and update.exc_nodes is None:
             self._scontrol("update", f"JobId={self._ids(ids)}", *fields, idempotent=True)
             return

@@ -169,19 +169,30 @@ class SlurmNode:
             self.flags & DOWN_FLAGS)
 
 
+# Seconds after "now" a lifted requeue delay ends: a start is always in a later second than the
+# revocation (which came before Slurm showed the job pending), with a second to spare for
+# clocks of slurmctld and slurmd that differ by less than one.
+REVOKE_MARGIN = 2
+LIFTED_START = f"now+{REVOKE_MARGIN}"
+
+
 @dataclass(frozen=True, slots=True)
 class JobUpdate:
     """Fields ``scontrol update JobId=..`` may change for the controller.
 
-    ``start_now`` sets ``StartTime=now``: after a requeue Slurm delays a job's eligibility by
-    ~120 s, and this is how the controller makes it schedulable at once. ``req_nodes=()``
-    clears a pin (an empty tuple means "clear", ``None`` means "leave alone").
+    ``lift_delay`` sets ``StartTime`` to :data:`LIFTED_START`: after a requeue Slurm delays a
+    job's eligibility by ~120 s (``CredExpire``), and this is how the controller makes it
+    schedulable almost at once. Not ``now``: slurmd refuses a job's credential made in the
+    same second as (or before) the one it revoked when the job's last run was stopped
+    (``cred->ctime <= revoked``), and a job started then fails ("Job credential revoked")
+    instead of running. ``req_nodes=()`` clears a pin (an empty tuple means "clear", ``None``
+    means "leave alone").
     """
 
     priority: int | None = None
     req_nodes: tuple[str, ...] | None = None
     exc_nodes: tuple[str, ...] | None = None
-    start_now: bool = False
+    lift_delay: bool = False
 
     def __post_init__(self) -> None:
         if self.priority is not None and not 0 <= self.priority < 2**32 - 1:
@@ -196,7 +207,7 @@ class JobUpdate:
             self.priority is None
             and self.req_nodes is None
             and self.exc_nodes is None
-            and not self.start_now
+            and not self.lift_delay
         )
 
 

@@ -434,9 +434,10 @@ def handback(client: SlurmClient, partitions: list[str]) -> list[int]:
     requeued = sorted(j.job_id for j in held if j.restart_cnt > 0)
     if requeued:
         try:  # a requeued job would otherwise wait ~120 s (never a fresh job: its --begin)
-            client.update_jobs(requeued, JobUpdate(start_now=True))
+            client.update_jobs(requeued, JobUpdate(lift_delay=True))
         except SlurmError as exc:
-            log.warning("handback: StartTime=now failed (%s); releasing anyway", exc)
+            log.warning("handback: lifting the requeue delay failed (%s); releasing anyway",
+                        exc)
     ids = sorted(j.job_id for j in held)
     if ids:
         client.release(ids)

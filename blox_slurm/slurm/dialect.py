@@ -24,7 +24,7 @@ numbers                     plain                   sometimes ``{"set","infinite
 job fields                  the same on every supported version (numbers as above)
 ==========================  =====================  ===================================
 
-Verbs (``hold``, ``release``, ``requeue``, ``requeuehold``, ``update ... StartTime=now``,
+Verbs (``hold``, ``release``, ``requeue``, ``requeuehold``, ``update ... StartTime=now+2``,
 ``ReqNodeList``) behave alike on all three for what the controller relies on; what differs is
 documented in ``docs/admin-guide.md`` ("Supported Slurm versions").
 """

@@ -11,7 +11,9 @@ behave, and nothing else:
   it is pinned to (``ReqNodeList``) or else any node of its partition, in priority order, no
   backfill; a pin to a full node leaves it waiting (``Resources``);
 * ``requeuehold`` stops a running job: pending, held, ``Restarts`` + 1, a new ``SubmitTime``,
-  and (as Slurm's requeue delay) not eligible for 120 s unless ``StartTime=now`` is set;
+  and (as Slurm's requeue delay) not eligible for 120 s unless the update lifts the delay
+  (``StartTime=now+2``); the nodes it ran on revoke its credential, so a start there in the
+  same whole second fails the job, as slurmd's ``Job credential revoked`` does;
 * a job needs ``runtime`` seconds of running in all, then completes and stays listed as
   ended; a preempted run keeps its progress (jobs checkpoint, as the emulator's fake
   training job does on SIGTERM);
@@ -29,7 +31,15 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from ..slurm.client import GresAlloc, JobUpdate, NodeAction, SlurmError, SlurmJob, SlurmNode
+from ..slurm.client import (
+    REVOKE_MARGIN,
+    GresAlloc,
+    JobUpdate,
+    NodeAction,
+    SlurmError,
+    SlurmJob,
+    SlurmNode,
+)
 from ..slurm.parse import ParsedJob
 
 REQUEUE_DELAY = 120.0
@@ -63,6 +73,7 @@ class FakeJob:
     runtime: float  # seconds of running it needs in all
     begin: float = 0.0  # eligible from (requeue delay, --begin)
     done: float = 0.0  # seconds run in earlier runs
+    revoked: dict[str, int] = field(default_factory=dict)  # node: second its last run stopped
 
 
 class FakeSlurm:
@@ -178,8 +189,8 @@ class FakeSlurm:
                 fj.job = replace(fj.job, exc_nodes=update.exc_nodes)
             if update.priority is not None:
                 fj.job = replace(fj.job, priority=update.priority)
-            if update.start_now:
-                fj.begin = self.now
+            if update.lift_delay:
+                fj.begin = int(self.now) + REVOKE_MARGIN
         self._each(ids, "update", apply, pending=True)
 
     def signal(self, ids: Sequence[int], signal: str) -> None:
@@ -232,6 +243,7 @@ class FakeSlurm:
         fj.job = replace(fj.job, **fields)  # type: ignore[arg-type]
 
     def _requeue(self, fj: FakeJob, held: bool) -> None:
+        fj.revoked = dict.fromkeys(fj.job.nodes, int(self.now))
         self._free(fj.job)
         fj.done += self.now - (fj.job.start_time or self.now)
         fj.begin = self.now + REQUEUE_DELAY
@@ -288,6 +300,9 @@ class FakeSlurm:
 
     def _take(self, fj: FakeJob, placed: dict[str, list[int]]) -> None:
         j = fj.job
+        if any(fj.revoked.get(name, -1) >= int(self.now) for name in placed):
+            fj.job = replace(j, state="FAILED", reason="NonZeroExitCode", end_time=self.now)
+            return
         cpus, memory = _share(j, len(placed))
         for name, indices in placed.items():
             node = self.nodes[name]

@@ -5,7 +5,7 @@ One V100 node and one K80 node, the controller with the bundled ``gavel`` compos
 only start on the K80; once the node is back, the daemon loop (``Controller.run``, rounds
 60 s apart) takes over: Gavel gives the job V100 time, and one round carries out the move
 (``requeuehold``, the fake trainer checkpoints on SIGTERM; once Slurm shows the job pending,
-the pin to the V100 node with ``StartTime=now`` and the release). The trainer's progress
+the pin to the V100 node with ``StartTime=now+2`` and the release). The trainer's progress
 history proves nothing was lost or repeated.
 """
 

@@ -44,7 +44,7 @@ def test_fake_job_preempted_twice_runs_every_iteration_exactly_once(
         assert p is not None and p["state"] == "preempted" and p["iteration"] < TOTAL
         checkpoints.append(p["iteration"])
         client.release([job])
-        client.update_jobs([job], JobUpdate(start_now=True))
+        client.update_jobs([job], JobUpdate(lift_delay=True))
     done = jobs.wait_state(job, "COMPLETED", timeout=30)
     final = read_progress(progress)
     assert final is not None and final["state"] == "done" and final["iteration"] == TOTAL
@@ -68,7 +68,7 @@ def test_fake_job_checkpoints_on_usr1_and_slurm_requeues_it_held(
     p = read_progress(progress)
     assert p is not None and p["state"] == "preempted" and p["signal"] == 10
     client.release([job])
-    client.update_jobs([job], JobUpdate(start_now=True))
+    client.update_jobs([job], JobUpdate(lift_delay=True))
     jobs.wait_state(job, "RUNNING", timeout=10)
 
     def resumed() -> bool:
