@@ -1,7 +1,7 @@
-"""The controller's cost to Slurm, and how well the simulator predicts the emulator.
+"""The controller's cost to Slurm (how well the simulator predicts the emulator is
+``benchmarks/agreement.py``).
 
-    sudo PYTHONPATH=. python benchmarks/bench_controller.py   # ~4 min on 2 cores
-    sudo PYTHONPATH=. python benchmarks/bench_controller.py --skip-agreement
+    sudo PYTHONPATH=. python benchmarks/bench_controller.py   # ~3 min on 2 cores
 
 1. **Slurm calls per round** (``RoundReport.slurm_calls``) and round wall time on a 4x4
    emulator with the job-submit plugin (heartbeat fresh, so every job is held for the
@@ -14,8 +14,6 @@
    only pinning costs one call per *started* job (Slurm rejects a job list with
    ``ReqNodeList``), so (b) is bounded by the GPUs that free up, never by the queue; the
    round's *time* grows with the queue (``squeue --json`` parsing).
-2. **JCT agreement**: the demo's workload (24 jobs) through emulator + controller and through
-   the simulator (:func:`blox_slurm.demo.run.run_demo`), per-job relative JCT differences.
 """
 
 from __future__ import annotations
@@ -25,10 +23,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rich.console import Console
-
 from blox_slurm.core.composition import build
-from blox_slurm.demo.run import run_demo
 from blox_slurm.demo.world import PARTITION, ManagedWorld
 from blox_slurm.slurm.controller import Controller, RoundReport
 from blox_slurm.slurm.controller_config import ControllerConfig
@@ -121,33 +116,10 @@ def slurm_cost() -> None:
           f"round time steady x{hi['steady_s'] / lo['steady_s']:.1f}")
 
 
-def agreement(jobs: int, seed: int) -> None:
-    r = run_demo(jobs, seed, live=False, console=Console(quiet=True))
-    d = r.as_dict()
-    print(f"\nJCT agreement, {jobs} fake jobs, {r.composition}: emulator + controller vs "
-          f"simulator (round {r.round_seconds:g} s, restart cost {r.restart_cost:.2f} s "
-          f"measured, first-start latency {r.first_start_latency:.2f} s not modelled)")
-    print(f"relative JCT difference: median {d['median_rel_diff']:.1%}, "
-          f"p90 {d['p90_rel_diff']:.1%}, worst {d['worst_rel_diff']:.1%}")
-    emu = statistics.mean(x.emulator_jct for x in r.rows)
-    sim = statistics.mean(x.simulator_jct for x in r.rows if x.simulator_jct is not None)
-    pre_e = sum(x.emulator_preemptions for x in r.rows)
-    pre_s = sum(x.simulator_preemptions or 0 for x in r.rows)
-    print(f"mean JCT: emulator {emu:.1f} s, simulator {sim:.1f} s; preemptions emulator "
-          f"{pre_e}, simulator {pre_s}; {r.rounds} rounds, {r.wall_seconds:.0f} s wall")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--skip-agreement", action="store_true")
-    p.add_argument("--skip-cost", action="store_true")
-    p.add_argument("--jobs", type=int, default=24)
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
-    if not a.skip_cost:
-        slurm_cost()
-    if not a.skip_agreement:
-        agreement(a.jobs, a.seed)
+    p.parse_args()
+    slurm_cost()
 
 
 if __name__ == "__main__":

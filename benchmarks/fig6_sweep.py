@@ -37,8 +37,8 @@ def main() -> None:
     sims = {}
     if args.blox_compat:
         policies.update(BLOX_COMPAT)
-        sims = {"fifo": SimConfig(quantize_to_rounds=True, restart_cost=0.0),
-                "las": SimConfig(quantize_to_rounds=True, restart_cost=0.0)}
+        blox = SimConfig(quantize_to_rounds=True, restart_cost=0.0, responsiveness="blox")
+        sims = {"fifo": blox, "las": blox}
     exps = [
         Experiment(composition=load(comp).config,
                    workload=WorkloadSpec(generator={"n_jobs": 5000, "jobs_per_hour": rate,

@@ -17,7 +17,7 @@ from blox_slurm.cli import app
 # What a user reads in `blox-slurm --help`: panel -> its commands, top to bottom.
 PANELS = {
     "Simulate and compare": ["simulate", "compare", "policies", "plot"],
-    "Controller": ["run", "status", "explain", "report", "handback", "doctor"],
+    "Controller": ["run", "status", "explain", "report", "handback", "calibrate", "doctor"],
     "Emulator and demo": ["demo", "fake-train", "emulator"],
     "Telemetry": ["agent"],
 }
@@ -33,6 +33,7 @@ FUNCTIONS = {
     "explain": "blox_slurm.slurm.controller_cli:explain",
     "report": "blox_slurm.slurm.controller_cli:report",
     "handback": "blox_slurm.slurm.controller_cli:handback",
+    "calibrate": "blox_slurm.slurm.controller_cli:calibrate",
     "doctor": "blox_slurm.emulator.cli:doctor",
     "demo": "blox_slurm.demo.run:demo",
     "fake-train": "blox_slurm.emulator.cli:fake_train",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -63,6 +64,13 @@ def test_responsiveness_and_queueing_delay() -> None:
     assert m.p99_responsiveness == pytest.approx(9.8)
     # Wall time not holding GPUs: 10-10, 40-25/1, 20-20/2. Not JCT - duration (0, 20, 10).
     assert m.avg_queueing_delay == pytest.approx(25 / 3)
+
+
+def test_blox_responsiveness_counts_a_start_at_the_end_of_the_first_round() -> None:
+    blox = summarize(dataclasses.replace(run(), responsiveness_offset=300.0))
+    assert blox.avg_responsiveness == pytest.approx(10 / 3 + 300)
+    assert blox.p50_responsiveness == pytest.approx(300)
+    assert blox.avg_jct == summarize(run()).avg_jct  # nothing else moves
 
 
 def test_utilization_is_time_weighted_step_function() -> None:

@@ -94,6 +94,24 @@ def test_restart_cost_is_charged_on_every_restart_after_a_preemption() -> None:
         assert r[0].gpu_seconds == pytest.approx(600.0 + r[0].finish - 1200.0)
 
 
+def test_start_latency_delays_the_progress_of_every_start() -> None:
+    """The scenario above with Slurm's start latency L (calibrate): each of A's three runs
+    and B's and C's one begin L after their round (its first start and its service count
+    from then, as Slurm's StartTime does), and progress a launch cost S after that; A's
+    restarts also restore."""
+    wl = workload((0.0, 1, 1000.0), (100.0, 1, 200.0), (700.0, 1, 100.0))
+    for latency, cost, launch in ((0.0, 0.0, 0.0), (7.5, 0.0, 0.0), (7.5, 30.0, 2.0)):
+        r = by_id(run(wl, comp("las"), cluster(1), restart_cost=cost, start_latency=latency,
+                      launch_cost=launch))
+        delay = latency + launch
+        assert r[0].finish == pytest.approx(1600.0 + 3 * delay + 2 * cost)
+        assert r[0].first_start == latency
+        assert (r[1].first_start, r[1].finish) == (300.0 + latency, 500.0 + delay)
+        assert (r[2].first_start, r[2].finish) == (900.0 + latency, 1000.0 + delay)
+        # service: A held its GPU from L after each of its rounds (0, 600, 1200) to the end
+        assert r[0].gpu_seconds == pytest.approx(r[0].finish - 3 * latency - 600.0)
+
+
 def test_default_restart_cost_is_positive() -> None:
     assert SimConfig().restart_cost > 0
 
@@ -141,7 +159,7 @@ def test_optimus_grown_job_runs_faster_in_the_simulator() -> None:
 
 def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
     table = _sim_table("blox-las")
-    assert table == {"quantize_to_rounds": True, "restart_cost": 0.0}
+    assert table == {"quantize_to_rounds": True, "restart_cost": 0.0, "responsiveness": "blox"}
     c = loading.load("blox-las")
     assert c.preemption.spares_victims is False
     # 1 GPU. A (t=0, 1000 s), B (t=100, 200 s). 0: A. 300: B preempts A (work 300).

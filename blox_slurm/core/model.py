@@ -119,7 +119,7 @@ class Job:
         """GPU-seconds received so far (LAS's and Tiresias' measure)."""
         if self.run_since is None:
             return self.attained_base
-        return self.attained_base + len(self.gpus) * (now - self.run_since)
+        return self.attained_base + len(self.gpus) * max(0.0, now - self.run_since)
 
     def work_done(self, now: float) -> float:
         if self.work_since is None or now <= self.work_since:

@@ -47,13 +47,17 @@ def admit(job: Job) -> Job:
 
 
 def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
-          restart_cost: float = 0.0) -> Job:
-    """Running on ``gpus`` from ``t``; progress begins after ``restart_cost`` if it was
-    preempted before (restoring a checkpoint)."""
+          restart_cost: float = 0.0, latency: float = 0.0, launch: float = 0.0) -> Job:
+    """Holding ``gpus`` from ``t``. It runs after ``latency`` (the cluster's decision to
+    running delay: on Slurm the GPUs are pinned to it meanwhile, and its run, its attained
+    service and its first start count from when Slurm starts it); progress begins ``launch``
+    seconds later (the job's own start-up), plus ``restart_cost`` if it was preempted before
+    (restoring a checkpoint)."""
+    begun = t + latency
     return _evolve(
-        job, state=JobState.RUNNING, admitted=True, gpus=gpus, run_since=t,
-        work_since=t + (restart_cost if job.preemptions else 0.0), rate=rate, last_event=t,
-        first_start=t if job.first_start is None else job.first_start)
+        job, state=JobState.RUNNING, admitted=True, gpus=gpus, run_since=begun,
+        work_since=begun + launch + (restart_cost if job.preemptions else 0.0), rate=rate,
+        last_event=t, first_start=begun if job.first_start is None else job.first_start)
 
 
 def preempt(job: Job, t: float) -> Job:

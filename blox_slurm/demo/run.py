@@ -7,17 +7,23 @@ completion time is printed beside the simulator's prediction for the same worklo
 shape, round length and the restart cost measured on Slurm. Everything is torn down at the end,
 on Ctrl-C and on errors.
 
-Compressed time: fake jobs run 8-45 s, rounds are 1 s, and the default composition's queue
-thresholds (GPU-seconds) are divided by :data:`COMPRESSION` so that Tiresias demotes and
-preempts within the demo (3600 -> 30 GPU-s). A composition given with ``--config`` is used
-as it is.
+Compressed time (:data:`COMPRESSED`): fake jobs run 8-45 s, rounds are 1 s, and the
+default composition's queue thresholds (GPU-seconds) are divided by the scale's
+``compression`` so that Tiresias demotes and preempts within the demo (3600 -> 30 GPU-s). A
+composition given with ``--config`` is used as it is. :data:`MINUTES` is the same workload
+at a pace closer to a real cluster's (15 s rounds, jobs of 1.5-7.5 minutes), for the
+agreement campaign (``benchmarks/agreement.py``).
 
 How the two worlds are measured: the emulator's JCT is the fake job's own finish time (its
 last progress write) minus the moment ``sbatch`` was called; the simulator gets those submit
-times and ``iterations / iterations-per-second`` as durations (see
+times, counted from the controller's first round so that its rounds fall where the
+controller's did, and ``iterations / iterations-per-second`` as durations (see
 :func:`~blox_slurm.demo.world.to_workload`). Start latencies come from the fake job's
 progress (each write carries the time and the iteration, so the moment a run began is exact)
-against the time the controller released it.
+against the start of the round that released it. The simulator gets Slurm's part as
+``start_latency`` (round start -> Slurm's StartTime, measured from the controller's store
+exactly as ``blox-slurm calibrate`` does), the rest of a first start as ``launch_cost`` (the
+fake job's own start-up) and what a restart takes beyond both as ``restart_cost``.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from ..core.throughput import ParametricThroughput
 from ..emulator.errors import EmulatorError
 from ..sim.config import ClusterSpec, SimConfig
 from ..sim.simulator import Simulator
+from ..slurm.calibrate import calibrate
 from ..slurm.client import SlurmError
 from ..slurm.controller import Controller, RoundReport
 from ..slurm.controller_config import ConfigError, load_config
@@ -58,12 +65,31 @@ from .world import (
     to_workload,
 )
 
-COMPRESSION = 120.0  # real seconds per demo second, for the default composition's thresholds
-ITERS_PER_SEC = 10.0
-ROUND_SECONDS = 1.0
 POLL_SECONDS = 0.5
-# The fake job runs at the same speed wherever it is placed: no spread penalty in the sim.
-FAKE_THROUGHPUT = ParametricThroughput(spread_penalty=1.0)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The demo's pace: round length, the fake jobs' speed, the mean gap between arrivals,
+    and by how much the default composition's GPU-second thresholds shrink to match."""
+
+    name: str
+    round_seconds: float
+    iters_per_sec: float
+    mean_gap: float
+    compression: float
+
+
+COMPRESSED = Scale("compressed", round_seconds=1.0, iters_per_sec=10.0, mean_gap=1.5,
+                   compression=120.0)
+MINUTES = Scale("minutes", round_seconds=15.0, iters_per_sec=1.0, mean_gap=15.0,
+                compression=8.0)
+
+
+def fake_throughput(type_speed: Mapping[str, float] | None) -> ParametricThroughput:
+    """How fast the fake job runs, for the simulator: its speed on each GPU type (as the
+    world gives it, see :class:`~blox_slurm.demo.world.ManagedWorld`), no spread penalty."""
+    return ParametricThroughput(spread_penalty=1.0, type_speed=dict(type_speed or {}))
 
 
 class DemoTimeout(RuntimeError):
@@ -95,8 +121,9 @@ class DemoResult:
     composition: str
     rows: list[Row]
     round_seconds: float
-    restart_cost: float  # measured on Slurm, given to the simulator
-    first_start_latency: float  # median release -> running, first runs
+    start_latency: float  # the simulator's timing, measured in this run (see timing())
+    launch_cost: float
+    restart_cost: float
     rounds: int
     slurm_calls: int
     wall_seconds: float
@@ -115,7 +142,8 @@ class DemoResult:
         d = self.rel_diffs
         return {
             "composition": self.composition, "round_seconds": self.round_seconds,
-            "restart_cost": self.restart_cost, "first_start_latency": self.first_start_latency,
+            "start_latency": self.start_latency, "launch_cost": self.launch_cost,
+            "restart_cost": self.restart_cost,
             "rounds": self.rounds, "slurm_calls": self.slurm_calls,
             "wall_seconds": self.wall_seconds,
             "median_rel_diff": statistics.median(d) if d else None,
@@ -127,16 +155,17 @@ class DemoResult:
 # --------------------------------------------------------------------------- configuration
 
 
-def demo_composition(config: str | None) -> tuple[dict[str, Any], str]:
+def demo_composition(config: str | None, compression: float = COMPRESSED.compression
+                     ) -> tuple[dict[str, Any], str]:
     """The composition's TOML tables and its name: ``config`` as given, or the bundled
     ``tiresias`` with its thresholds compressed to the demo's time scale."""
     path, data = read(config or "tiresias")
     name = str(data.get("name") or path.stem)
     if config is None:
         sched = dict(data["scheduling"])
-        sched["thresholds"] = [t / COMPRESSION for t in sched.get("thresholds", [])]
+        sched["thresholds"] = [t / compression for t in sched.get("thresholds", [])]
         data = {**data, "scheduling": sched}
-        name = f"{name} (thresholds / {COMPRESSION:g})"
+        name = f"{name} (thresholds / {compression:g})"
     return data, name
 
 
@@ -146,13 +175,17 @@ def _toml(values: Mapping[str, Any]) -> str:
 
 
 def write_controller_config(path: Path, world: ManagedWorld, comp: Mapping[str, Any],
-                            name: str, round_seconds: float) -> Path:
-    """A ``controller.toml`` with the composition inline, as an admin would write one."""
+                            name: str, round_seconds: float,
+                            type_speed: Mapping[str, float] | None = None) -> Path:
+    """A ``controller.toml`` with the composition inline, as an admin would write one (and
+    the GPU types' speeds, which heterogeneity-aware policies need)."""
     ctl = {"partitions": [PARTITION], "round_seconds": round_seconds,
            "store": str(world.base / "state.db"), "heartbeat": str(world.heartbeat),
            "slurm_conf": str(world.emu.conf), "backend": "cli", "grace_seconds": 3.0}
     top = {k: v for k, v in comp.items() if not isinstance(v, dict)}
     tables = {"controller": ctl, **{k: v for k, v in comp.items() if isinstance(v, dict)}}
+    if type_speed:
+        tables["controller.throughput.type_speed"] = dict(type_speed)
     path.write_text(_toml({**top, "name": name}) + "".join(
         f"\n[{k}]\n{_toml(v)}" for k, v in tables.items()))
     return path
@@ -181,10 +214,10 @@ class Tracker:
         self.t0 = time.time()
 
     def on_round(self, report: RoundReport) -> None:
-        now = time.time()
         if report.plan is not None:
-            for jid in report.plan.released:
-                self.released[jid].append(now)
+            moved = [j for ids in report.plan.move.values() for j in ids]
+            for jid in (*report.plan.released, *moved):  # from the round's start, as the sim
+                self.released[jid].append(report.started)
             for jid in report.plan.preempt:
                 self.preemptions[jid] += 1
         if report.decisions is not None:
@@ -209,7 +242,8 @@ class Tracker:
             p = self.world.progress(jid, job.user)
             if p is not None:
                 first = p["history"][-1][0]
-                began = float(p["time"]) - (int(p["iteration"]) - first) / self.ips
+                rate = float(p.get("rate") or self.ips)  # this run's: its node's speed
+                began = float(p["time"]) - (int(p["iteration"]) - first) / rate
                 self.run_start[jid].setdefault(int(p["runs"]), began)
                 if p["state"] == "done":
                     self.finished[jid] = float(p["time"])
@@ -224,7 +258,8 @@ class Tracker:
         return bool(self.jobs) and len(self.finished) == len(self.jobs)
 
     def latencies(self) -> tuple[list[float], list[float]]:
-        """(first starts, restarts): seconds from the controller's release to progress."""
+        """(first starts, restarts): seconds from the start of the round that released a
+        job to its progress."""
         first: list[float] = []
         again: list[float] = []
         for jid, runs in self.run_start.items():
@@ -235,32 +270,44 @@ class Tracker:
         return first, again
 
 
-def simulate(tracker: Tracker, comp: Composition, round_seconds: float,
-             restart_cost: float) -> dict[int, tuple[float, int]]:
+def simulate(tracker: Tracker, comp: Composition, cfg: SimConfig
+             ) -> dict[int, tuple[float, int]]:
     """Job id -> (JCT, preemptions) predicted by the simulator for what the emulator ran."""
-    workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips)
-    cfg = SimConfig(round_duration=round_seconds, restart_cost=restart_cost)
-    result = Simulator(workload, comp, ClusterSpec.parse(SHAPE).build(), cfg,
-                       FAKE_THROUGHPUT).run()
+    workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips,
+                           origin=tracker.reports[0].started)
+    world = tracker.world
+    result = Simulator(workload, comp, ClusterSpec.parse(world.shape).build(), cfg,
+                       fake_throughput(world.type_speed)).run()
     return {r.id: (r.jct, r.preemptions) for r in result.jobs}
+
+
+def timing(tracker: Tracker, store: Store, round_seconds: float) -> SimConfig:
+    """The simulator's timing as measured in this run: Slurm's start latency from the
+    controller's store (``calibrate``), the job's launch and restart from its progress."""
+    slurm = calibrate(store.timings()).simulation().get("start_latency", 0.0)
+    first, again = tracker.latencies()  # round start -> progress
+    launch = max(0.0, statistics.median(first) - slurm) if first else 0.0
+    restart = max(0.0, statistics.median(again) - slurm - launch) if again else 0.0
+    return SimConfig(round_duration=round_seconds, start_latency=slurm, launch_cost=launch,
+                     restart_cost=restart)
 
 
 def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
              live: bool = True, console: Console | None = None,
-             iters_per_sec: float = ITERS_PER_SEC, round_seconds: float = ROUND_SECONDS,
-             timeout: float = 300.0) -> DemoResult:
+             scale: Scale = COMPRESSED, timeout: float = 300.0, shape: str = SHAPE,
+             type_speed: Mapping[str, float] | None = None) -> DemoResult:
     """Run the whole demo; raises :class:`NeedsRoot`, :class:`DemoTimeout`, Slurm/emulator
     errors. The emulator is down when this returns or raises."""
     console = console or Console()
     t_wall = time.monotonic()
-    data, name = demo_composition(config)
-    workload = mixed_workload(n_jobs, seed)
-    console.print(f"bringing up a {SHAPE} emulator with the job-submit plugin ...")
-    with ManagedWorld() as world, _sigterm_as_interrupt():
+    data, name = demo_composition(config, scale.compression)
+    workload = mixed_workload(n_jobs, seed, scale.mean_gap)
+    console.print(f"bringing up a {shape} emulator with the job-submit plugin ...")
+    with ManagedWorld(shape, type_speed=type_speed) as world, _sigterm_as_interrupt():
         path = write_controller_config(world.base / "controller.toml", world, data, name,
-                                       round_seconds)
+                                       scale.round_seconds, type_speed)
         cfg, comp = load_config(path)
-        tracker = Tracker(world, iters_per_sec)
+        tracker = Tracker(world, scale.iters_per_sec)
         ctl = Controller(cfg, comp, world.client(), Store(cfg.store))
         stop = threading.Event()
         thread = threading.Thread(target=ctl.run, args=(stop, None, tracker.on_round),
@@ -271,20 +318,23 @@ def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
         finally:
             stop.set()
             thread.join(30)
-        first, again = tracker.latencies()
-        restart = statistics.median(again) if again else 0.0
-        sim = simulate(tracker, comp, round_seconds, restart)
-        t0 = min(tracker.submitted.values())
-        rows = [Row(jid, j.user, j.gpus, j.iterations, tracker.submitted[jid] - t0,
-                    tracker.finished[jid] - tracker.submitted[jid],
-                    sim[jid][0] if jid in sim else None, tracker.preemptions[jid],
-                    sim[jid][1] if jid in sim else None)
-                for jid, j in sorted(tracker.jobs.items())]
-        result = DemoResult(comp.name, rows, round_seconds, restart,
-                            statistics.median(first) if first else 0.0, len(tracker.reports),
+        sim_cfg = timing(tracker, ctl.store, scale.round_seconds)
+        rows = _rows(tracker, simulate(tracker, comp, sim_cfg))
+        result = DemoResult(comp.name, rows, scale.round_seconds, sim_cfg.start_latency,
+                            sim_cfg.launch_cost, sim_cfg.restart_cost, len(tracker.reports),
                             sum(r.slurm_calls for r in tracker.reports), 0.0, world.daemons)
     result.wall_seconds = time.monotonic() - t_wall
     return result
+
+
+def _rows(tracker: Tracker, sim: Mapping[int, tuple[float, int]]) -> list[Row]:
+    """Each job's JCT and preemptions in both worlds."""
+    t0 = min(tracker.submitted.values())
+    return [Row(jid, j.user, j.gpus, j.iterations, tracker.submitted[jid] - t0,
+                tracker.finished[jid] - tracker.submitted[jid],
+                sim[jid][0] if jid in sim else None, tracker.preemptions[jid],
+                sim[jid][1] if jid in sim else None)
+            for jid, j in sorted(tracker.jobs.items())]
 
 
 def _drive(tracker: Tracker, workload: list[FakeJob], live: bool, console: Console,
@@ -380,9 +430,10 @@ def print_comparison(result: DemoResult, console: Console) -> None:
     console.print(
         f"relative JCT difference: median {d['median_rel_diff']:.0%}, p90 "
         f"{d['p90_rel_diff']:.0%}, worst {d['worst_rel_diff']:.0%}. Simulator: round "
-        f"{result.round_seconds:g} s, restart cost {result.restart_cost:.2f} s (measured: "
-        f"release -> resumed); Slurm's first-start latency {result.first_start_latency:.2f} s "
-        f"(not modelled). {result.rounds} rounds, {result.slurm_calls} Slurm calls, "
+        f"{result.round_seconds:g} s; measured in this run: Slurm's start latency "
+        f"{result.start_latency:.2f} s, launch {result.launch_cost:.2f} s, restart "
+        f"{result.restart_cost:.2f} s. "
+        f"{result.rounds} rounds, {result.slurm_calls} Slurm calls, "
         f"{result.wall_seconds:.0f} s wall.", highlight=False)
 
 

@@ -69,11 +69,13 @@ def mixed_workload(n: int, seed: int, mean_gap: float = 1.5) -> list[FakeJob]:
 
 
 def to_workload(jobs: Mapping[int, FakeJob], submitted: Mapping[int, float],
-                iters_per_sec: float, source: str = "emulator") -> Workload:
-    """The simulator's view of what the emulator ran: Slurm job ids, submit times relative
-    to the first submission (as measured when ``sbatch`` was called), isolated duration =
-    iterations / iterations per second."""
-    t0 = min(submitted.values())
+                iters_per_sec: float, source: str = "emulator",
+                origin: float | None = None) -> Workload:
+    """The simulator's view of what the emulator ran: Slurm job ids, submit times (as
+    measured when ``sbatch`` was called) relative to ``origin`` (default the first
+    submission; the controller's first round puts the simulator's rounds where the
+    controller's were), isolated duration = iterations / iterations per second."""
+    t0 = min(submitted.values()) if origin is None else origin
     specs = sorted((JobSpec(jid, submitted[jid] - t0, j.gpus, j.iterations / iters_per_sec,
                             user=j.user) for jid, j in jobs.items()),
                    key=lambda s: (s.submit_time, s.id))
@@ -92,7 +94,9 @@ class ManagedWorld:
     Use as a context manager: leaving it (normally, on Ctrl-C or on an error) cancels every
     job, stops every daemon and removes the files."""
 
-    def __init__(self, shape: str = SHAPE, max_age: int = 90) -> None:
+    def __init__(self, shape: str = SHAPE, max_age: int = 90,
+                 type_speed: Mapping[str, float] | None = None) -> None:
+        """``type_speed``: how fast a fake job runs on each GPU type (default all 1)."""
         require_root()
         self.base = Path(tempfile.mkdtemp(prefix="blox-demo-"))
         os.chmod(self.base, 0o755)
@@ -101,6 +105,11 @@ class ManagedWorld:
         self.emu = Emulator(EmulatorSpec(run_dir=self.base / "emu", groups=parse_gpus(shape),
                                          job_submit_lua=LUA))
         self.max_age = max_age
+        self.shape = shape
+        self.type_speed = dict(type_speed or {})
+        speed = self.type_speed
+        self.node_speed = {node: speed.get(group.gpu_type, 1.0)
+                           for group, nodes in self.emu.spec.nodes_by_group() for node in nodes}
         self.daemons: list[Daemon] = []  # what we started, kept for checks after teardown
 
     def __enter__(self) -> ManagedWorld:
@@ -147,6 +156,8 @@ class ManagedWorld:
         wd = self.work / job.user
         cmd = (f"{PYTHON} {self.work / TRAINER.name} --iterations {job.iterations} "
                f"--iters-per-sec {iters_per_sec:g}")
+        if any(v != 1.0 for v in self.node_speed.values()):
+            cmd += " --node-speed " + ",".join(f"{n}={v:g}" for n, v in self.node_speed.items())
         return self.client().submit([
             f"--partition={PARTITION}", f"--gres=gpu:{job.gpus}",
             f"--chdir={wd}", f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd],

@@ -13,8 +13,13 @@ irrelevant; when only the signal arrives (``scancel --signal=USR1``), the emulat
 ``RequeueExitHold=75`` makes Slurm requeue the job held instead of marking it FAILED, so the
 controller's checkpoint-then-requeue preemption cannot lose a job to a race.
 
+``--node-speed node1=1,node2=0.25`` makes it run at that fraction of ``iters_per_sec`` on
+the named node (``SLURMD_NODENAME``): how the emulator gives GPU types different speeds, for
+heterogeneity-aware policies such as Gavel.
+
 Files (JSON, written atomically via rename): progress ``{iteration, total, time, state, runs,
-history, model}`` and the checkpoint. Default location ``.blox-fake/`` in the job's working
+history, model, rate}`` (``rate``: iterations per second this run makes) and the
+checkpoint. Default location ``.blox-fake/`` in the job's working
 directory (``sbatch --chdir``), as ``<SLURM_JOB_ID>.progress.json`` / ``.ckpt.json``; override with
 ``--progress-file``/``--checkpoint-file`` or ``BLOX_PROGRESS_FILE``/``BLOX_CHECKPOINT_FILE``.
 """
@@ -137,10 +142,23 @@ class FakeTrainer:
                 "runs": len(past) + 1,
                 "history": history if history is not None else [*past, [first, done]],
                 "model": self.model,
+                "rate": self.iters_per_sec * self.time_scale,
                 "job_id": os.environ.get("SLURM_JOB_ID", ""),
                 "signal": self._signal,
             },
         )
+
+
+def node_speeds(text: str) -> dict[str, float]:
+    """``node1=1,node2=0.25`` -> ``{"node1": 1.0, "node2": 0.25}``; factors must be > 0."""
+    out: dict[str, float] = {}
+    for item in filter(None, text.split(",")):
+        node, sep, factor = item.partition("=")
+        speed = float(factor) if sep else 0.0
+        if not node or not speed > 0:
+            raise ValueError(f"--node-speed wants NODE=FACTOR with FACTOR > 0, got {item!r}")
+        out[node] = speed
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,14 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="")
     p.add_argument("--progress-file", type=Path)
     p.add_argument("--checkpoint-file", type=Path)
+    p.add_argument("--node-speed", type=node_speeds, default={},
+                   help="NODE=FACTOR,...: speed on each node (default 1)")
     a = p.parse_args(argv)
     progress, checkpoint = default_paths()
+    speed = a.node_speed.get(os.environ.get("SLURMD_NODENAME", ""), 1.0)
     trainer = FakeTrainer(
         a.iterations,
         a.progress_file or progress,
         a.checkpoint_file or checkpoint,
         a.iters_per_sec,
-        a.time_scale,
+        a.time_scale * speed,
         a.model,
     )
     trainer.handle_signals()

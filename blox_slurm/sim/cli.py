@@ -54,6 +54,9 @@ RoundOpt = Annotated[float | None, typer.Option("--round", help="Round duration 
 QuantizeOpt = Annotated[bool | None, typer.Option(
     "--quantize/--exact", help="Blox accounting: jobs end at the end of their last round.")]
 RestartOpt = Annotated[float | None, typer.Option(help="Seconds to restore after preemption.")]
+CalibrationOpt = Annotated[Path | None, typer.Option(
+    "--calibration", help="TOML with a [simulation] table from `blox-slurm calibrate`: "
+    "round length, start latency and restart cost measured on a cluster.")]
 ThroughputOpt = Annotated[Path | None, typer.Option(
     "--throughputs", help="Gavel simulation_throughputs.json: measured throughput model.")]
 PolicyPathOpt = Annotated[list[Path] | None, typer.Option(
@@ -93,8 +96,8 @@ def _measure(measure: str | None, jobs: int) -> tuple[int, int] | None:
 def _experiments(
     configs: list[str], rates: list[float], workload: Path | None, format: str | None,
     skip_bad_rows: bool, jobs: int, seed: int, gpu_demand: str, measure: str | None,
-    cluster: str, round_: float | None, quantize: bool | None, restart_cost: float | None,
-    throughputs: Path | None, policy_paths: list[Path] | None,
+    cluster: str, cli_sim: dict[str, Any], throughputs: Path | None,
+    policy_paths: list[Path] | None,
 ) -> list[Experiment]:
     paths = [str(p) for p in policy_paths or []]
     for p in paths:
@@ -102,8 +105,6 @@ def _experiments(
     ClusterSpec.parse(cluster)  # fail early on a bad shape
     thr = ThroughputSpec(kind="gavel", path=str(throughputs)) if throughputs else ThroughputSpec()
     thr.build()  # a bad table is an input error now, not a worker crash later
-    cli_sim = {k: v for k, v in (("round_duration", round_), ("quantize_to_rounds", quantize),
-                                 ("restart_cost", restart_cost)) if v is not None}
     exps = []
     for name in configs:
         comp = load(name)
@@ -123,13 +124,26 @@ def _experiments(
     return exps
 
 
-def _sim_table(source: str) -> dict[str, Any]:
+def _sim_table(source: str | Path) -> dict[str, Any]:
     """The ``[simulation]`` table of a composition file (bundled or path), if any."""
     path, data = read(source)
     table = data.get("simulation", {})
     if not isinstance(table, dict):
         raise CompositionError(f"{path}: [simulation] must be a table")
     return table
+
+
+def _sim_overrides(calibration: Path | None, round_: float | None, quantize: bool | None,
+                   restart_cost: float | None) -> dict[str, Any]:
+    """What the command line sets over each composition's ``[simulation]``: a calibration
+    file's table (``blox-slurm calibrate``), then the explicit options over it."""
+    base = _sim_table(calibration) if calibration is not None else {}
+    if calibration is not None and not base:
+        raise CompositionError(f"{calibration}: no [simulation] table (write one with "
+                               "`blox-slurm calibrate --out`)")
+    return {**base, **{k: v for k, v in (("round_duration", round_),
+                                        ("quantize_to_rounds", quantize),
+                                        ("restart_cost", restart_cost)) if v is not None}}
 
 
 def _run_with_progress(exp: Experiment, quiet: bool) -> RunResult:
@@ -204,14 +218,14 @@ def simulate(
     jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
     measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
     quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
-    throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
-    as_json: JsonOpt = False, out: OutOpt = None,
+    calibration: CalibrationOpt = None, throughputs: ThroughputOpt = None,
+    policy_path: PolicyPathOpt = None, as_json: JsonOpt = False, out: OutOpt = None,
 ) -> None:
     """Simulate one composition on a workload and print its metrics."""
     with user_errors():
+        cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost)
         (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
-                              gpu_demand, measure, cluster, round_, quantize, restart_cost,
-                              throughputs, policy_path)
+                              gpu_demand, measure, cluster, cli_sim, throughputs, policy_path)
         results = [_run_with_progress(exp, quiet=as_json)]
         skipped = exp.workload.path and exp.workload.skip_bad_rows
         if skipped:
@@ -230,8 +244,9 @@ def compare(
     jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
     measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
     quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
-    throughputs: ThroughputOpt = None, policy_path: PolicyPathOpt = None,
-    processes: ProcOpt = None, as_json: JsonOpt = False, out: OutOpt = None,
+    calibration: CalibrationOpt = None, throughputs: ThroughputOpt = None,
+    policy_path: PolicyPathOpt = None, processes: ProcOpt = None, as_json: JsonOpt = False,
+    out: OutOpt = None,
 ) -> None:
     """Run several compositions x loads on the identical job stream and compare them.
 
@@ -240,9 +255,10 @@ def compare(
     for six compositions.
     """
     with user_errors():
+        cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost)
         exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
-                            skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, round_,
-                            quantize, restart_cost, throughputs, policy_path)
+                            skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, cli_sim,
+                            throughputs, policy_path)
         results = run_all(exps, processes)
         _report(results, f"comparison on {cluster}", as_json, out)
 

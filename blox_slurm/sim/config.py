@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,10 +16,20 @@ class SimConfig(BaseModel):
     """``[simulation]`` in a composition file, or CLI options.
 
     ``restart_cost``: seconds a preempted job spends restoring its checkpoint after it is
-    restarted (GPUs held, no progress). ``quantize_to_rounds``: Blox's accounting, where a job
-    ends at the end of the round in which it finishes instead of at its exact time.
+    restarted (GPUs held, no progress). ``start_latency``: seconds from the round that starts a
+    job to Slurm running it, on every start (GPUs held, no service, no progress): the round's
+    own time and the batch scheduler's pass after the controller releases the job; 0 in the
+    ideal world of published simulators, measured on a cluster by ``blox-slurm calibrate``.
+    ``launch_cost``: seconds from then to the job's first progress on every start (process
+    start-up, framework initialisation: GPUs held, service counted, no progress), which only
+    the job knows.
+    ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
+    which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
     finished (Blox's methodology: later arrivals only provide load).
+    ``responsiveness``: what a job's time to first start counts up to: ``"start"`` (the round
+    that started it) or ``"blox"``, Blox's own figure, which counts a job as started when its
+    first round ends, one round later for every job.
     ``usage_half_life``: seconds after which a finished run's GPU-seconds count half in the
     per-user/account usage the simulator hands to fair-share policies (default 7 days).
     """
@@ -27,9 +38,12 @@ class SimConfig(BaseModel):
     round_duration: float = Field(default=300.0, gt=0)
     quantize_to_rounds: bool = False
     restart_cost: float = Field(default=30.0, ge=0)
+    start_latency: float = Field(default=0.0, ge=0)
+    launch_cost: float = Field(default=0.0, ge=0)
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)
+    responsiveness: Literal["start", "blox"] = "start"
 
 
 class ClusterSpec(BaseModel):

@@ -67,8 +67,10 @@ def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
     workload = exp.workload.load(**({"throughputs": throughput} if gavel else {}))
     cluster = ClusterSpec.parse(exp.cluster)
     result = Simulator(workload, comp, cluster.build(), exp.sim, throughput).run(progress)
+    # the world's timing travels with the results: figures are only comparable under the same
+    timing = {k: getattr(exp.sim, k) for k in ("round_duration", "start_latency", "restart_cost")}
     params: dict[str, Any] = {"composition": comp.name, "cluster": str(cluster),
-                              "jobs": len(workload.jobs), **exp.label}
+                              "jobs": len(workload.jobs), **timing, **exp.label}
     return replace(result, params=params)
 
 
@@ -89,6 +91,7 @@ def save_runs(results: list[RunResult], path: str | Path) -> Path:
         "name": r.name, "total_gpus": r.total_gpus, "params": r.params,
         "measured": sorted(r.measured) if r.measured is not None else None,
         "unfinished": list(r.unfinished), "utilization": [list(p) for p in r.utilization],
+        "responsiveness_offset": r.responsiveness_offset,
         "jobs": [[j.id, j.submit_time, j.num_gpus, j.duration, j.first_start, j.finish,
                   j.preemptions, j.gpu_seconds, j.model, j.user] for j in r.jobs],
     } for r in results]
@@ -105,6 +108,7 @@ def load_runs(path: str | Path) -> list[RunResult]:
             utilization=tuple((float(t), int(b)) for t, b in d["utilization"]),
             measured=frozenset(d["measured"]) if d["measured"] is not None else None,
             unfinished=tuple(d["unfinished"]), params=dict(d["params"]),
+            responsiveness_offset=float(d.get("responsiveness_offset", 0.0)),
         ) for d in data]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a runs file written by blox-slurm ({exc})") from None

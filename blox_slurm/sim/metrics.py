@@ -101,7 +101,8 @@ _FIELDS = (
 _ROW = operator.attrgetter(*_FIELDS)
 
 
-def _columns(jobs: Sequence[JobRecord]) -> dict[str, Array]:
+def _columns(jobs: Sequence[JobRecord], responsiveness_offset: float = 0.0
+             ) -> dict[str, Array]:
     """The records as numpy columns, plus the per-job derived times: the one Python-level pass
     over the jobs (``fromiter`` over flattened ``attrgetter`` tuples, ~3x ``np.array``'s speed)."""
     flat = chain.from_iterable(map(_ROW, jobs))
@@ -109,7 +110,7 @@ def _columns(jobs: Sequence[JobRecord]) -> dict[str, Array]:
     rows = rows.reshape(len(jobs), len(_FIELDS))
     c = {name: rows[:, i] for i, name in enumerate(_FIELDS)}
     c["jct"] = c["finish"] - c["submit_time"]
-    c["responsiveness"] = c["first_start"] - c["submit_time"]
+    c["responsiveness"] = c["first_start"] - c["submit_time"] + responsiveness_offset
     gpus = c["num_gpus"]
     held = np.divide(c["gpu_seconds"], gpus, out=np.zeros_like(gpus), where=gpus > 0)
     c["queueing"] = np.maximum(0.0, c["jct"] - held)
@@ -187,7 +188,7 @@ def summarize(result: RunResult) -> Metrics:
     """Every figure in the module docstring, over the measured jobs."""
     window = result.measured
     unfinished = sum(1 for i in result.unfinished if window is None or i in window)
-    everyone = _columns(result.jobs)
+    everyone = _columns(result.jobs, result.responsiveness_offset)
     mask = _measured_mask(result, everyone["id"])
     c = {name: column[mask] for name, column in everyone.items()}
     count = int(mask.sum())
@@ -262,7 +263,7 @@ def summary_row(result: RunResult, metrics: Metrics | None = None) -> dict[str, 
 
 def job_rows(result: RunResult) -> list[dict[str, object]]:
     """One row per job record: its fields, derived times, ``rho`` and whether it is measured."""
-    c = _columns(result.jobs)
+    c = _columns(result.jobs, result.responsiveness_offset)
     derived = zip(
         c["jct"].tolist(),
         c["responsiveness"].tolist(),

@@ -29,7 +29,7 @@ class JobRecord:
 
     @property
     def responsiveness(self) -> float:
-        """Time to first start (Blox's "responsiveness")."""
+        """Time to first start (see ``RunResult.responsiveness_offset`` for Blox's own)."""
         return self.first_start - self.submit_time
 
 
@@ -48,3 +48,6 @@ class RunResult:
     decide_calls: int = 0
     wall_seconds: float = 0.0
     params: dict[str, object] = field(default_factory=dict)
+    # Seconds added to every job's time to first start: a round under Blox's definition
+    # (SimConfig.responsiveness), else 0.
+    responsiveness_offset: float = 0.0

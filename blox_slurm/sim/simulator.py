@@ -141,7 +141,9 @@ class Run:
             utilization=tuple(rec.utilization), measured=rec.measured,
             unfinished=tuple(sorted(self.world.active))
             + tuple(s.id for s in self.specs[self.next_spec:]),
-            rounds=self.rounds, decide_calls=self.rounds, wall_seconds=wall_seconds)
+            rounds=self.rounds, decide_calls=self.rounds, wall_seconds=wall_seconds,
+            responsiveness_offset=self.world.cfg.round_duration
+            if self.world.cfg.responsiveness == "blox" else 0.0)
 
     def _complete(self, upto: float) -> None:
         world, rec = self.world, self.recorder

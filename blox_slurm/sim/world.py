@@ -141,8 +141,9 @@ class World:
         rate = self._rate(job, st.gpus, t)
         self.busy += len(st.gpus)
         del self.queued[job.id]
-        self.active[job.id] = job = transitions.start(job, st.gpus, t, rate,
-                                                      self.cfg.restart_cost)
+        cfg = self.cfg
+        self.active[job.id] = job = transitions.start(
+            job, st.gpus, t, rate, cfg.restart_cost, cfg.start_latency, cfg.launch_cost)
         self._schedule(job, t)
 
     def _rate(self, job: Job, gpus: tuple[int, ...], t: float) -> float:

@@ -1,4 +1,5 @@
-"""``blox-slurm run | status | explain | report | handback``: the admin's side of the CLI.
+"""``blox-slurm run | status | explain | report | handback | calibrate``: the admin's side
+of the CLI.
 
 Exit codes: 0 success; 1 Slurm unreachable or a runtime failure; 2 bad input (config, job id).
 """
@@ -10,19 +11,22 @@ import logging
 import os
 import signal
 import sqlite3
-import statistics
 import threading
 import time
 from contextlib import AbstractContextManager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from ..cli_errors import exit_codes
 from .backends import select_backend
+from .calibrate import calibrate as measure
 from .client import SlurmError
 from .controller import Controller, RoundReport
 from .controller import handback as release_held
@@ -217,30 +221,33 @@ def report(config: ConfigOpt, as_json: JsonOpt = False) -> None:
     """Shadow-mode report: when the policy would have started jobs vs when Slurm did."""
     with _errors():
         _, store = _store(config)
-        rows = list(store.db.query(
-            "SELECT d.job_id, MIN(r.started) AS policy_start, j.first_start, "
-            "j.submit_time FROM decisions d JOIN rounds r ON r.id = d.round_id "
-            "JOIN jobs j ON j.job_id = d.job_id WHERE d.kind = 'start' AND r.dry_run = 1 "
-            "GROUP BY d.job_id"))
-        preempts = store.db.execute(
-            "SELECT COUNT(*) FROM decisions d JOIN rounds r ON r.id = d.round_id "
-            "WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 1").fetchone()[0]
-        diffs = [r["first_start"] - r["policy_start"] for r in rows
-                 if r["first_start"] is not None]
-        summary = {
-            "jobs_compared": len(diffs),
-            "policy_earlier": sum(1 for d in diffs if d > 0),
-            "policy_later": sum(1 for d in diffs if d < 0),
-            "mean_seconds_slurm_minus_policy": statistics.mean(diffs) if diffs else None,
-            "median_seconds_slurm_minus_policy": statistics.median(diffs) if diffs else None,
-            "would_have_preempted": preempts,
-        }
-        t = Table(title="shadow mode: policy vs Slurm (first starts)")
+        shadow = store.shadow()
+        summary = shadow.summary()
+        t = Table(title="shadow mode: the policy vs Slurm, every managed job")
         t.add_column("figure")
         t.add_column("value", justify="right")
-        for k, v in summary.items():
-            t.add_row(k, "-" if v is None else f"{v:.0f}" if isinstance(v, float) else str(v))
-        _print({"summary": summary, "jobs": rows}, as_json, t)
+        for key, label in SHADOW_LABELS.items():
+            value = summary[key]
+            t.add_row(label, "-" if value is None else f"{value:+.1f} s"
+                      if isinstance(value, float) else str(value))
+        _print({"summary": summary, "jobs": [{**asdict(j), "case": j.case}
+                                             for j in shadow.jobs]}, as_json, t)
+
+
+SHADOW_LABELS = {
+    "jobs": "managed jobs seen",
+    "compared": "started by both",
+    "policy_earlier": "  policy earlier (by 1 s or more)",
+    "policy_later": "  policy later",
+    "same_time": "  within a second",
+    "median_slurm_minus_policy": "  median Slurm start - policy start",
+    "policy_held": "started by Slurm, held by the policy",
+    "median_held_seconds_when_slurm_started": "  median time held when Slurm started it",
+    "policy_started": "started by the policy only (Slurm not yet)",
+    "both_waiting": "waiting for both",
+    "unseen": "started by Slurm between two rounds",
+    "would_have_preempted": "preemptions the policy would have made",
+}
 
 
 def handback(
@@ -266,3 +273,48 @@ def handback(
         ids = release_held(client, cfg.partitions)
         _print({"released": ids}, as_json, f"released {len(ids)} job(s): "
                + ",".join(map(str, ids)))
+
+
+def calibrate(
+    config: ConfigOpt,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Write the simulation table here, for `simulate "
+        "--calibration`.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure round length, start latency and restart cost for the simulator.
+
+    From what the controller recorded on this cluster: nothing is submitted.
+    """
+    with _errors():
+        _, store = _store(config)
+        cal = measure(store.timings())
+        sim = cal.simulation()
+        if not sim:
+            raise ConfigError("the store has no round that released a job yet: let `blox-slurm "
+                              "run` (not --dry-run) schedule some jobs first")
+        if out is not None:
+            out.write_text(cal.to_toml())
+        t = Table(title=f"calibration from {cal.rounds} round(s)")
+        for col in ("figure", "n", "median s", "p90 s"):
+            t.add_column(col, justify="right" if col != "figure" else "left")
+        for name, values in (("round period", None), ("first start", cal.first_starts),
+                             ("restart", cal.restarts)):
+            if values is None:
+                t.add_row(name, str(cal.rounds), _seconds(cal.round_period), "")
+            else:
+                t.add_row(name, str(len(values)), _seconds(_quantile(values, 50)),
+                          _seconds(_quantile(values, 90)))
+        data = {"simulation": sim, "rounds": cal.rounds, "round_seconds": cal.round_seconds,
+                "first_starts": cal.first_starts, "restarts": cal.restarts}
+        params = ", ".join(f"{k} = {v:g}" for k, v in sim.items())
+        _print(data, as_json, Group(t, Text(f"simulation: {params}"
+                                            + (f"\nwritten to {out}" if out else ""))))
+
+
+def _quantile(values: tuple[float, ...], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

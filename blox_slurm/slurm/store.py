@@ -35,6 +35,8 @@ import sqlite_utils
 
 from ..core.accounting import EndedRun, run_service, usage_at
 from ..core.model import Decisions, GpuSample
+from .calibrate import Timings
+from .shadow import ShadowJob, ShadowReport, shadow_report
 from .snapshot import JobExtras
 
 SCHEMA_VERSION = 3  # 2: jobs.account (fair share by account); 3: the runs table
@@ -317,6 +319,39 @@ class Store:
                              [now - 64 * half_life])
         return usage_at((EndedRun(r["user"], r["account"] or "", r["gpu_seconds"], r["end"])
                          for r in rows), now, half_life)
+
+    def timings(self) -> Timings:
+        """What ``calibrate`` measures from: the rounds that applied verbs, the round each
+        job was released in, and every run's start as Slurm gave it (StartTime)."""
+        rounds = [(r["started"], r["seconds"] or 0.0) for r in self.db.query(
+            "SELECT started, seconds FROM rounds WHERE dry_run = 0 AND (error IS NULL OR "
+            "error = '') AND finished IS NOT NULL ORDER BY id")]
+        releases = [(job_id, r["started"]) for r in self.db.query(
+            "SELECT a.ids, r.started FROM actions a JOIN rounds r ON r.id = a.round_id "
+            "WHERE a.verb = 'release' AND a.ok = 1 AND a.dry_run = 0")
+            for job_id in json.loads(r["ids"])]
+        runs: dict[int, list[float]] = {}
+        for r in self.db.query("SELECT job_id, start FROM runs UNION ALL SELECT job_id, "
+                               "run_start FROM jobs WHERE run_start IS NOT NULL"):
+            runs.setdefault(r["job_id"], []).append(r["start"])
+        return Timings(rounds, releases, {j: sorted(v) for j, v in runs.items()})
+
+    def shadow(self) -> ShadowReport:
+        """Every managed job against what the dry-run rounds would have done with it."""
+        rows = self.db.query(
+            "SELECT j.job_id, j.first_start, "
+            "MIN(CASE WHEN d.kind = 'start' THEN r.started END) AS policy_start, "
+            "MIN(CASE WHEN d.kind = 'hold' THEN r.started END) AS policy_hold "
+            "FROM jobs j LEFT JOIN decisions d ON d.job_id = j.job_id "
+            "LEFT JOIN rounds r ON r.id = d.round_id AND r.dry_run = 1 "
+            "WHERE j.job_id IN (SELECT d2.job_id FROM decisions d2 JOIN rounds r2 "
+            "ON r2.id = d2.round_id WHERE r2.dry_run = 1) OR j.job_id NOT IN "
+            "(SELECT job_id FROM decisions) GROUP BY j.job_id")
+        preempts = self.db.execute(
+            "SELECT COUNT(*) FROM decisions d JOIN rounds r ON r.id = d.round_id "
+            "WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 1").fetchone()[0]
+        return shadow_report((ShadowJob(r["job_id"], r["first_start"], r["policy_start"],
+                                        r["policy_hold"]) for r in rows), preempts)
 
     def job(self, job_id: int) -> dict[str, Any] | None:
         rows = list(self.db.table("jobs").rows_where("job_id = ?", [job_id]))

@@ -4,6 +4,7 @@ and short-lived clusters of its own (marked slurm) for what needs real daemons."
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
@@ -20,7 +21,7 @@ from blox_slurm.emulator import cluster
 from blox_slurm.emulator.cluster import Emulator, check_packages, pick_ports
 from blox_slurm.emulator.conf import Layout, Ports, render_gres_conf, render_slurm_conf
 from blox_slurm.emulator.errors import DaemonDied, MissingPackage, PortInUse, SpecError
-from blox_slurm.emulator.fake_train import EXIT_PREEMPTED
+from blox_slurm.emulator.fake_train import EXIT_PREEMPTED, node_speeds
 from blox_slurm.emulator.spec import EmulatorSpec, NodeGroup, parse_gpus
 from blox_slurm.slurm.client import SlurmError
 
@@ -111,6 +112,23 @@ def test_fake_train_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert subprocess.run(fast, check=False).returncode == 0  # noqa: S603
     done = json.loads((tmp_path / "p.json").read_text())
     assert done["history"] == [[0, cut], [cut, 400]] and done["iteration"] == 400
+
+
+def test_fake_train_runs_at_its_nodes_speed(tmp_path: Path) -> None:
+    """``--node-speed``: a quarter of its iterations/s on the node Slurm named, full speed
+    elsewhere, and the rate it ran at in its progress (what the demo measures from)."""
+    def rate(node: str) -> float:
+        out = tmp_path / f"{node}.json"
+        argv = [sys.executable, "-m", "blox_slurm.emulator.fake_train", "--iterations", "2",
+                "--iters-per-sec", "100", "--node-speed", "node1=1,node2=0.25",
+                "--progress-file", str(out), "--checkpoint-file", str(tmp_path / f"{node}.c")]
+        subprocess.run(argv, check=True, env={**os.environ, "SLURMD_NODENAME": node})  # noqa: S603
+        return float(json.loads(out.read_text())["rate"])
+    assert (rate("node1"), rate("node2"), rate("node9")) == (100.0, 25.0, 100.0)
+    assert node_speeds("a=1,b=0.5") == {"a": 1.0, "b": 0.5}
+    for bad in ("a", "a=0", "a=-1", "=2"):
+        with pytest.raises(ValueError, match="NODE=FACTOR"):
+            node_speeds(bad)
 
 
 # ---------------------------------------------------------------- with real daemons

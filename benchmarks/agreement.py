@@ -1,0 +1,168 @@
+"""Agreement campaign: does the simulator predict what the controller does on Slurm?
+
+    sudo PYTHONPATH=. python benchmarks/agreement.py                 # ~50 min on 2 cores
+    sudo PYTHONPATH=. python benchmarks/agreement.py --scales compressed   # ~6 min
+
+The same workload (16 fake jobs of 1/2/4 GPUs from three users, :func:`run_demo`) runs
+through the controller on an emulated Slurm cluster and through the simulator, for FIFO,
+LAS, Tiresias (thresholds compressed to the time scale) on 4 x 4 GPUs and Gavel on 2 V100 +
+2 K80 nodes (the fake job runs 4x slower on a K80), at two time scales: the demo's
+compressed one (1 s rounds, jobs of 8-45 s) and one with 15 s rounds and jobs of 1.5-7.5
+minutes. Per composition it prints the per-job relative JCT difference (median / p90 /
+worst), the preemptions in each world and the timing the simulator was given, for
+
+* **after**: the simulator as it is, with the start latency and restart cost measured in that
+  run (round start -> progress) and its rounds on the controller's rounds;
+* **before**: the simulator as it was, on the same emulator run: no start latency, rounds
+  counted from the first submission, the restart latency as its restart cost.
+
+It writes a plot of simulated against emulated JCT per job (the diagonal is agreement) and
+every row as JSON. This is a benchmark, not a test: it prints figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from rich.console import Console
+
+from blox_slurm.demo.run import (
+    COMPRESSED,
+    MINUTES,
+    DemoResult,
+    Scale,
+    demo_composition,
+    fake_throughput,
+    run_demo,
+)
+from blox_slurm.demo.world import SHAPE
+from blox_slurm.loading import build
+from blox_slurm.sim.config import ClusterSpec, SimConfig
+from blox_slurm.sim.simulator import Simulator
+from blox_slurm.workloads.schema import JobSpec, Workload
+
+HETERO = "v100:4x2,k80:4x2"
+SPEEDS = {"v100": 1.0, "k80": 0.25}
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    config: str | None  # None: the demo's tiresias, thresholds compressed to the scale
+    shape: str = SHAPE
+    type_speed: dict[str, float] | None = None
+
+
+CASES = {c.label: c for c in (Case("fifo", "fifo"), Case("las", "las"),
+                              Case("tiresias", None), Case("gavel", "gavel", HETERO, SPEEDS))}
+SCALES = {s.name: s for s in (COMPRESSED, MINUTES)}
+
+
+def before(result: DemoResult, case: Case, scale: Scale) -> dict[int, float]:
+    """The old simulator's prediction for the same emulator run (see the module docstring)."""
+    specs = tuple(JobSpec(r.job_id, r.submit, r.gpus, r.iterations / scale.iters_per_sec,
+                          user=r.user) for r in result.rows)
+    data, _ = demo_composition(case.config, scale.compression)
+    cfg = SimConfig(round_duration=scale.round_seconds, restart_cost=result.start_latency
+                    + result.launch_cost + result.restart_cost)
+    run = Simulator(Workload(specs), build(data), ClusterSpec.parse(case.shape).build(), cfg,
+                    fake_throughput(case.type_speed)).run()
+    return {j.id: j.jct for j in run.jobs}
+
+
+def stats(diffs: list[float]) -> tuple[float, float, float]:
+    d = sorted(diffs)
+    return statistics.median(d), d[min(len(d) - 1, int(0.9 * len(d)))], d[-1]
+
+
+def run_case(case: Case, scale: Scale, jobs: int, seed: int) -> dict[str, object]:
+    t0 = time.monotonic()
+    result = run_demo(jobs, seed, case.config, live=False, console=Console(quiet=True),
+                      scale=scale, timeout=60 * scale.round_seconds * jobs,
+                      shape=case.shape, type_speed=case.type_speed)
+    old = before(result, case, scale)
+    rows = [{"job": r.job_id, "gpus": r.gpus, "emulator": r.emulator_jct,
+             "after": r.simulator_jct, "before": old.get(r.job_id),
+             "preempt_emulator": r.emulator_preemptions,
+             "preempt_sim": r.simulator_preemptions} for r in result.rows]
+    return {"scale": scale.name, "composition": case.label, "rows": rows,
+            "start_latency": result.start_latency, "launch_cost": result.launch_cost,
+            "restart_cost": result.restart_cost,
+            "wall_seconds": time.monotonic() - t0}
+
+
+def summary_line(res: dict[str, object]) -> str:
+    rows = res["rows"]
+    assert isinstance(rows, list)
+    parts = [f"{res['scale']:<10} {res['composition']:<9}"]
+    for key in ("before", "after"):
+        diffs = [abs(r[key] - r["emulator"]) / r["emulator"] for r in rows
+                 if r[key] is not None]
+        med, p90, worst = stats(diffs)
+        parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
+    pre_e = sum(r["preempt_emulator"] for r in rows)
+    pre_s = sum(r["preempt_sim"] or 0 for r in rows)
+    parts.append(f"{pre_e:>4}/{pre_s:<4} {res['start_latency']:5.2f} {res['launch_cost']:5.2f}"
+                 f" {res['restart_cost']:5.2f} {res['wall_seconds']:5.0f}")
+    return "  ".join(parts)
+
+
+def plot(results: list[dict[str, object]], path: Path) -> None:
+    scales = sorted({str(r["scale"]) for r in results}, key=list(SCALES).index)
+    fig = Figure(figsize=(5.2 * len(scales), 4.8), dpi=110, layout="tight")
+    FigureCanvasAgg(fig)
+    for i, name in enumerate(scales, 1):
+        ax = fig.add_subplot(1, len(scales), i)
+        top = 0.0
+        for res in (r for r in results if r["scale"] == name):
+            rows = res["rows"]
+            assert isinstance(rows, list)
+            xs = [r["emulator"] for r in rows if r["after"] is not None]
+            ys = [r["after"] for r in rows if r["after"] is not None]
+            ax.scatter(xs, ys, s=18, label=str(res["composition"]))
+            top = max(top, *xs, *ys)
+        ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", lw=0.8, ls="--")
+        ax.set_xlim(0, top * 1.05)
+        ax.set_ylim(0, top * 1.05)
+        ax.set_xlabel("emulator + controller JCT (s)")
+        ax.set_ylabel("simulator JCT (s)")
+        ax.set_title(f"{name} time scale: one point per job")
+        ax.legend(loc="upper left", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scales", nargs="+", default=list(SCALES), choices=list(SCALES))
+    p.add_argument("--compositions", nargs="+", default=list(CASES), choices=list(CASES))
+    p.add_argument("--jobs", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", type=Path, default=Path("docs/agreement.png"))
+    p.add_argument("--json", type=Path, default=Path("agreement.json"))
+    a = p.parse_args()
+    print(f"{'scale':<10} {'comp.':<9}  {'before: median   p90   worst':<26}"
+          f"{'after: median   p90   worst':<27} preempt e/s lat.  launch rest. wall s")
+    results = []
+    for scale in (SCALES[s] for s in a.scales):
+        for case in (CASES[c] for c in a.compositions):
+            try:
+                results.append(run_case(case, scale, a.jobs, a.seed))
+            except Exception as exc:  # one world failing must not lose the others' figures
+                print(f"{scale.name:<10} {case.label:<9}  failed: {exc!r}", flush=True)
+                continue
+            print(summary_line(results[-1]), flush=True)
+            a.json.write_text(json.dumps(results, indent=1))
+    plot(results, a.plot)
+    print(f"rows in {a.json}, plot in {a.plot}")
+
+
+if __name__ == "__main__":
+    main()

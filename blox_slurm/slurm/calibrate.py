@@ -1,0 +1,103 @@
+"""``blox-slurm calibrate``: the simulator's timing parameters, measured from what a controller
+has recorded on a cluster (the emulator or a real one).
+
+The simulator starts a job at its round's tick and counts progress from then; on Slurm the
+controller's round takes time to observe, decide and apply, the batch scheduler starts a
+released job on its next pass, and a requeued job is lifted to ``now+2`` (see
+:data:`~blox_slurm.slurm.client.REVOKE_MARGIN`). Those delays are a large share of a short
+job, and they are what ``start_latency`` and ``restart_cost`` model. Nothing is submitted to
+measure them: every figure comes from the store (rounds, the ``release`` verbs and Slurm's
+StartTime of every run), so calibrating a production cluster costs nothing and disturbs no one.
+
+Slurm's StartTime has whole seconds (truncated): a latency is exact to within one second,
+and the store counts a run's service from that same truncated time, so the median is what
+the simulator should count from too. What a job does once Slurm runs it is not in the store:
+its start-up (``launch_cost``) and its checkpoint restore (part of ``restart_cost``) are the
+job's own; add them by hand (``blox-slurm demo`` measures both for its fake job).
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+# A run Slurm started in the second of the release shows a StartTime up to 1 s before it.
+_STARTTIME_RESOLUTION = 1.0
+
+
+@dataclass(frozen=True)
+class Timings:
+    """What a store holds for calibration (see :meth:`~blox_slurm.slurm.store.Store.timings`)."""
+
+    rounds: Sequence[tuple[float, float]]  # (started, seconds) of each applying round, in order
+    releases: Sequence[tuple[int, float]]  # (job, start of the round that released it)
+    runs: Mapping[int, Sequence[float]]  # job -> its runs' StartTimes, ascending
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured figures; :meth:`simulation` turns them into ``[simulation]`` parameters."""
+
+    rounds: int
+    round_period: float | None  # median seconds between round starts
+    round_seconds: float | None  # median seconds a round takes
+    first_starts: tuple[float, ...]  # round start -> Slurm's StartTime, first runs
+    restarts: tuple[float, ...]  # the same for later runs (a lifted requeue delay's 2 s too)
+
+    def simulation(self) -> dict[str, float]:
+        """``round_duration``, ``start_latency`` and ``restart_cost`` (the Slurm part of a
+        restart beyond a first start), each only when measured."""
+        out: dict[str, float] = {}
+        if self.round_period is not None:
+            out["round_duration"] = round(self.round_period, 3)
+        latency = statistics.median(self.first_starts) if self.first_starts else None
+        if latency is not None:
+            out["start_latency"] = round(latency, 3)
+        if self.restarts:
+            extra = statistics.median(self.restarts) - (latency or 0.0)
+            out["restart_cost"] = round(max(0.0, extra), 3)
+        return out
+
+    def to_toml(self) -> str:
+        lines = ["# written by `blox-slurm calibrate` from a controller's store: give it to",
+                 "# `blox-slurm simulate --calibration FILE`. Slurm's part only: add your",
+                 "# jobs' start-up as launch_cost and their checkpoint restore to restart_cost",
+                 "[simulation]"]
+        lines += [f"{k} = {v!r}" for k, v in self.simulation().items()]
+        return "\n".join(lines) + "\n"
+
+
+def calibrate(t: Timings) -> Calibration:
+    """Match every run to the release that led to it and measure from that round's start."""
+    starts = [s for s, _ in t.rounds]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a]
+    released: dict[int, list[float]] = {}
+    for job_id, at in t.releases:
+        released.setdefault(job_id, []).append(at)
+    first: list[float] = []
+    again: list[float] = []
+    for job_id, runs in t.runs.items():
+        rel = sorted(released.get(job_id, ()))
+        for i, begun in enumerate(runs):
+            latency = _latency(rel, begun, runs[i - 1] if i else None)
+            if latency is not None:
+                (again if i else first).append(latency)
+    return Calibration(len(t.rounds), _median(gaps), _median([s for _, s in t.rounds]),
+                       tuple(first), tuple(again))
+
+
+def _latency(releases: Sequence[float], begun: float, previous: float | None) -> float | None:
+    """Seconds from the last release before run start ``begun`` (and after the previous
+    run began) to ``begun``; None for a run no release of ours led to (it ran while the
+    controller failed open, or before it managed the job)."""
+    k = bisect.bisect_right(releases, begun + _STARTTIME_RESOLUTION)
+    if k == 0 or (previous is not None and releases[k - 1] <= previous):
+        return None
+    return max(0.0, begun - releases[k - 1])
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+

@@ -1,0 +1,77 @@
+"""``blox-slurm calibrate``: timing parameters for the simulator from a controller's store.
+
+The pure matching of runs to the releases that led to them, the store's view of a whole
+controller run against the in-memory Slurm (which starts a released job when its clock next
+moves, so every latency is known), and ``simulate --calibration``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from test_controller_fake import ROUND, controller, run_to_the_end
+from typer.testing import CliRunner
+
+from blox_slurm.cli import app
+from blox_slurm.slurm.calibrate import Timings, calibrate
+from blox_slurm.testing.fake_slurm import FakeSlurm
+
+
+def test_each_run_is_measured_from_the_release_that_led_to_it() -> None:
+    t = Timings(rounds=[(0.0, 0.2), (10.0, 0.3), (20.0, 0.2), (30.0, 0.4)],
+                releases=[(1, 0.0), (1, 20.0), (2, 10.0), (2, 20.0)],
+                runs={1: [3.0, 24.0], 2: [25.0], 3: [5.0]})
+    cal = calibrate(t)
+    # job 1: first run 3 s after its release, restarted 4 s after the second one; job 2 was
+    # released twice before it ran: the later release counts; job 3 was never released by us
+    assert sorted(cal.first_starts) == [3.0, 5.0] and cal.restarts == (4.0,)
+    assert cal.round_period == 10.0 and cal.rounds == 4
+    assert cal.simulation() == {"round_duration": 10.0, "start_latency": 4.0,
+                                "restart_cost": 0.0}
+
+
+def test_a_run_in_the_second_of_its_release_counts_as_no_latency() -> None:
+    """Slurm's StartTime has whole seconds: a start 0.3 s after a release at 7.6 shows 7."""
+    cal = calibrate(Timings([(7.6, 0.1)], [(1, 7.6)], {1: [7.0]}))
+    assert cal.first_starts == (0.0,)
+
+
+def test_a_restart_without_a_new_release_is_not_measured() -> None:
+    """Its owner requeued it and Slurm restarted it on its own (the controller failed open):
+    no release of ours came after the first run began."""
+    cal = calibrate(Timings([(0.0, 0.1)], [(1, 0.0)], {1: [2.0, 50.0]}))
+    assert cal.first_starts == (2.0,) and cal.restarts == ()
+    assert "restart_cost" not in cal.simulation()
+
+
+def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> None:
+    """The fake Slurm starts released jobs when its clock moves on, one round later: every
+    run, first or restarted, began exactly one round after the round that released it."""
+    fake = FakeSlurm([(4, 4)])
+    for i, g in enumerate([4, 1, 2, 3, 1, 4, 2, 2, 1, 3, 4, 1]):
+        fake.submit_job(g, runtime=60.0 * (1 + i % 5), user=f"u{i % 3}")
+    ctl = controller(fake, tmp_path, "fifo")
+    run_to_the_end(fake, ctl)
+    cal = calibrate(ctl.store.timings())
+    runs = Counter(j for j, _ in fake.starts)
+    assert len(cal.first_starts) == len(runs) == 12
+    assert len(cal.restarts) == sum(runs.values()) - len(runs) > 0
+    assert set(cal.first_starts) == set(cal.restarts) == {ROUND}
+    assert cal.simulation() == {"round_duration": ROUND, "start_latency": ROUND,
+                                "restart_cost": 0.0}
+
+
+def test_simulate_takes_a_calibration_file(tmp_path: Path) -> None:
+    cal = tmp_path / "cal.toml"
+    cal.write_text(calibrate(Timings([(0.0, 0.1), (5.0, 0.1)], [(1, 0.0)], {1: [3.0]}))
+                   .to_toml())
+    runner = CliRunner()
+    base = ["simulate", "-c", "fifo", "-n", "40", "--measure", "all", "--cluster", "gpu:4x2",
+            "--json"]
+    plain = runner.invoke(app, base)
+    calibrated = runner.invoke(app, [*base, "--calibration", str(cal)])
+    assert plain.exit_code == calibrated.exit_code == 0, calibrated.output
+    assert '"round_duration": 5.0' in calibrated.output and '"start_latency": 3.0' in \
+        calibrated.output
+    missing = runner.invoke(app, [*base, "--calibration", str(tmp_path / "none.toml")])
+    assert missing.exit_code == 2 and "none.toml" in missing.output
