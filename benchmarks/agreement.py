@@ -70,8 +70,9 @@ def before(result: DemoResult, case: Case, scale: Scale) -> dict[int, float]:
     specs = tuple(JobSpec(r.job_id, r.submit, r.gpus, r.iterations / scale.iters_per_sec,
                           user=r.user) for r in result.rows)
     data, _ = demo_composition(case.config, scale.compression)
-    cfg = SimConfig(round_duration=scale.round_seconds, restart_cost=result.start_latency
-                    + result.launch_cost + result.restart_cost)
+    t = result.timing
+    cfg = SimConfig(round_duration=scale.round_seconds,
+                    restart_cost=t.start_latency + t.launch_cost + t.restart_cost)
     run = Simulator(Workload(specs), build(data), ClusterSpec.parse(case.shape).build(), cfg,
                     fake_throughput(case.type_speed)).run()
     return {j.id: j.jct for j in run.jobs}
@@ -93,8 +94,8 @@ def run_case(case: Case, scale: Scale, jobs: int, seed: int) -> dict[str, object
              "preempt_emulator": r.emulator_preemptions,
              "preempt_sim": r.simulator_preemptions} for r in result.rows]
     return {"scale": scale.name, "composition": case.label, "rows": rows,
-            "start_latency": result.start_latency, "launch_cost": result.launch_cost,
-            "restart_cost": result.restart_cost,
+            **result.timing.model_dump(include={"start_latency", "stop_latency",
+                                                "launch_cost", "restart_cost"}),
             "wall_seconds": time.monotonic() - t0}
 
 
@@ -109,8 +110,9 @@ def summary_line(res: dict[str, object]) -> str:
         parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
     pre_e = sum(r["preempt_emulator"] for r in rows)
     pre_s = sum(r["preempt_sim"] or 0 for r in rows)
-    parts.append(f"{pre_e:>4}/{pre_s:<4} {res['start_latency']:5.2f} {res['launch_cost']:5.2f}"
-                 f" {res['restart_cost']:5.2f} {res['wall_seconds']:5.0f}")
+    parts.append(f"{pre_e:>4}/{pre_s:<4} {res['start_latency']:5.2f} {res['stop_latency']:5.2f}"
+                 f" {res['launch_cost']:5.2f} {res['restart_cost']:5.2f}"
+                 f" {res['wall_seconds']:5.0f}")
     return "  ".join(parts)
 
 
@@ -148,8 +150,10 @@ def main() -> None:
     p.add_argument("--plot", type=Path, default=Path("docs/agreement.png"))
     p.add_argument("--json", type=Path, default=Path("agreement.json"))
     a = p.parse_args()
-    print(f"{'scale':<10} {'comp.':<9}  {'before: median   p90   worst':<26}"
-          f"{'after: median   p90   worst':<27} preempt e/s lat.  launch rest. wall s")
+    print(f"{'':<21}{'before':^22}  {'after':^22}")
+    stats_head = f"{'median    p90   worst':>22}"
+    print(f"{'scale':<10} {'comp.':<9}  {stats_head}  {stats_head}"
+          f"  preempt e/s  start  stop launch rest. wall s")
     results = []
     for scale in (SCALES[s] for s in a.scales):
         for case in (CASES[c] for c in a.compositions):

@@ -30,6 +30,16 @@ def test_each_run_is_measured_from_the_release_that_led_to_it() -> None:
                                 "restart_cost": 0.0}
 
 
+def test_starts_that_waited_for_a_stop_give_the_stop_latency() -> None:
+    """Job 2 was released onto the GPUs the same round stopped job 1 from: Slurm started it
+    once job 1 had completed, 5 s after a free-GPU start would have."""
+    t = Timings(rounds=[(0.0, 0.1), (10.0, 0.1)], releases=[(1, 0.0), (2, 10.0), (3, 10.0)],
+                runs={1: [1.0], 2: [16.0], 3: [11.0]}, after_stop=frozenset({(2, 10.0)}))
+    cal = calibrate(t)
+    assert cal.first_starts == (1.0, 1.0) and cal.after_stops == (6.0,)
+    assert cal.simulation()["stop_latency"] == 5.0
+
+
 def test_a_run_in_the_second_of_its_release_counts_as_no_latency() -> None:
     """Slurm's StartTime has whole seconds: a start 0.3 s after a release at 7.6 shows 7."""
     cal = calibrate(Timings([(7.6, 0.1)], [(1, 7.6)], {1: [7.0]}))
@@ -54,11 +64,13 @@ def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> No
     run_to_the_end(fake, ctl)
     cal = calibrate(ctl.store.timings())
     runs = Counter(j for j, _ in fake.starts)
-    assert len(cal.first_starts) == len(runs) == 12
-    assert len(cal.restarts) == sum(runs.values()) - len(runs) > 0
-    assert set(cal.first_starts) == set(cal.restarts) == {ROUND}
+    measured = len(cal.first_starts) + len(cal.restarts) + len(cal.after_stops)
+    assert measured == sum(runs.values()) > len(runs) == 12  # every run, one preempted
+    assert len(cal.after_stops) >= 1  # the job the backfilled one was stopped for
+    # the fake frees a stopped job's GPUs at once: every start took exactly one round
+    assert set(cal.first_starts) == set(cal.restarts) == set(cal.after_stops) == {ROUND}
     assert cal.simulation() == {"round_duration": ROUND, "start_latency": ROUND,
-                                "restart_cost": 0.0}
+                                "restart_cost": 0.0, "stop_latency": 0.0}
 
 
 def test_simulate_takes_a_calibration_file(tmp_path: Path) -> None:

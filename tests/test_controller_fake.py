@@ -5,6 +5,7 @@ workload and composition. The live suites run the same controller on a real slur
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -125,3 +126,23 @@ def test_a_round_whose_verbs_all_worked_refreshes_the_lease_at_its_end(tmp_path:
     observed_at = report.started + 1  # the second reading: when the round observed
     stamp = read_heartbeat(cfg.heartbeat)
     assert stamp is not None and observed_at < stamp < report.started + report.seconds
+
+
+@pytest.mark.parametrize("handback", [True, False])
+def test_a_stopping_controller_hands_back_its_held_jobs_if_configured(
+        tmp_path: Path, handback: bool) -> None:
+    """Red team item 14: however the controller ends, its heartbeat goes first (the plugin
+    fails open for new jobs); with ``handback_on_exit`` the jobs it still holds are released
+    to Slurm's own scheduling too, without it they wait for its successor."""
+    fake = FakeSlurm([(1, 4)])
+    first, waiting = fake.submit_job(4, runtime=600.0), fake.submit_job(4, runtime=600.0)
+    cfg = ControllerConfig(store=str(tmp_path / "state.db"), heartbeat=str(tmp_path / "hb"),
+                           plugin_config="", round_seconds=ROUND, handback_on_exit=handback)
+    ctl = Controller(cfg, load("fifo"), fake, Store(cfg.store), clock=lambda: fake.now)
+    stop = threading.Event()
+    assert ctl.run(stop, on_round=lambda _: stop.set()) == 1  # stopped after its round
+    assert read_heartbeat(cfg.heartbeat) is None
+    fake.schedule()
+    assert fake.jobs[first].job.state == "RUNNING"
+    left = fake.jobs[waiting].job
+    assert left.pending and left.held is not handback

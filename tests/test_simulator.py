@@ -112,6 +112,34 @@ def test_start_latency_delays_the_progress_of_every_start() -> None:
         assert r[0].gpu_seconds == pytest.approx(r[0].finish - 3 * latency - 600.0)
 
 
+def test_a_job_stopped_within_its_start_latency_was_never_started() -> None:
+    """SRTF, 1 GPU, 2 s rounds, start latency 5 s: A (1000 s) starts at 0 but would run only
+    from 5; B (100 s) arrives at 1 and takes the GPU at 2. On Slurm A was released, never
+    ran, and is held again: no preemption, no service, its first start is its real one."""
+    wl = workload((0.0, 1, 1000.0), (1.0, 1, 100.0))
+    r = by_id(run(wl, comp("srtf"), cluster(1), round_duration=2.0, start_latency=5.0,
+                  restart_cost=30.0, stop_latency=3.0))
+    assert (r[1].first_start, r[1].finish) == (7.0, 107.0)
+    assert r[0].preemptions == 0 and r[0].gpu_seconds == pytest.approx(1000.0)
+    assert (r[0].first_start, r[0].finish) == (113.0, 1113.0)  # round 108, no restart cost
+
+
+def test_a_start_on_a_stopped_jobs_gpus_waits_for_its_stop() -> None:
+    """Stop latency T (Slurm's requeue: the victim completes before its GPUs are free): B,
+    started at 300 on the GPU A is stopped from, begins T later; C likewise at 900; A's own
+    restarts at 600 and 1200 come long after its stops are done, so only their start counts."""
+    wl = workload((0.0, 1, 1000.0), (100.0, 1, 200.0), (700.0, 1, 100.0))
+    stop, latency = 4.0, 1.5
+    r = by_id(run(wl, comp("las"), cluster(1), restart_cost=0.0, start_latency=latency,
+                  stop_latency=stop))
+    assert (r[1].first_start, r[1].finish) == (300.0 + stop + latency, 500.0 + stop + latency)
+    assert (r[2].first_start, r[2].finish) == (900.0 + stop + latency, 1000.0 + stop + latency)
+    assert r[0].finish == pytest.approx(1600.0 + 3 * latency)
+    # A holds its GPU while it stops (COMPLETING, checkpointing): its service counts T more
+    # at each of its two stops, which keeps LAS from swapping it straight back
+    assert r[0].gpu_seconds == pytest.approx(r[0].finish - 600.0 - 3 * latency + 2 * stop)
+
+
 def test_default_restart_cost_is_positive() -> None:
     assert SimConfig().restart_cost > 0
 

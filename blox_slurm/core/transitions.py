@@ -60,10 +60,21 @@ def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
         last_event=t, first_start=begun if job.first_start is None else job.first_start)
 
 
-def preempt(job: Job, t: float) -> Job:
-    """Back to pending at ``t``, service and work so far folded into the bases."""
+def unstart(job: Job) -> Job:
+    """Back to pending before its run began: a start the cluster had not carried out yet (on
+    Slurm the job was released but never ran, and is simply held again), so no preemption,
+    no service, and no first start if this was to be it."""
+    first = None if job.first_start == job.run_since else job.first_start
+    return _evolve(job, state=JobState.PENDING, gpus=(), run_since=None, work_since=None,
+                   rate=1.0, first_start=first)
+
+
+def preempt(job: Job, t: float, stopping: float = 0.0) -> Job:
+    """Back to pending at ``t``, service and work so far folded into the bases. Its service
+    runs on for ``stopping`` seconds: the job holds its GPUs while it stops (on Slurm it is
+    COMPLETING, checkpointing, and Slurm shows it in its run until it is pending again)."""
     return _evolve(
-        job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t),
+        job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t + stopping),
         work_base=job.work_done(t), run_since=None, work_since=None, rate=1.0,
         preemptions=job.preemptions + 1, last_event=t)
 

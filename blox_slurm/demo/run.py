@@ -20,21 +20,23 @@ times, counted from the controller's first round so that its rounds fall where t
 controller's did, and ``iterations / iterations-per-second`` as durations (see
 :func:`~blox_slurm.demo.world.to_workload`). Start latencies come from the fake job's
 progress (each write carries the time and the iteration, so the moment a run began is exact)
-against the start of the round that released it. The simulator gets Slurm's part as
-``start_latency`` (round start -> Slurm's StartTime, measured from the controller's store
-exactly as ``blox-slurm calibrate`` does), the rest of a first start as ``launch_cost`` (the
-fake job's own start-up) and what a restart takes beyond both as ``restart_cost``.
+against Slurm's StartTime of that run. The simulator gets Slurm's part measured from the
+controller's store exactly as ``blox-slurm calibrate`` does (``start_latency``: round start
+-> StartTime; ``stop_latency``: how much longer a start onto a stopped job's GPUs takes;
+the extra of a restart), and the fake job's part from its progress (``launch_cost``: its
+start-up; its checkpoint restore, added to ``restart_cost``).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import signal
 import statistics
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -92,6 +94,12 @@ def fake_throughput(type_speed: Mapping[str, float] | None) -> ParametricThrough
     return ParametricThroughput(spread_penalty=1.0, type_speed=dict(type_speed or {}))
 
 
+# The simulator's timing parameters the demo measures, as it prints them.
+TIMING = {"round_duration": "round", "start_latency": "Slurm's start latency",
+          "stop_latency": "stop latency", "launch_cost": "launch",
+          "restart_cost": "restart"}
+
+
 class DemoTimeout(RuntimeError):
     """The workload did not finish in time (the controller or Slurm is stuck)."""
 
@@ -120,10 +128,7 @@ class Row:
 class DemoResult:
     composition: str
     rows: list[Row]
-    round_seconds: float
-    start_latency: float  # the simulator's timing, measured in this run (see timing())
-    launch_cost: float
-    restart_cost: float
+    timing: SimConfig  # the simulator's, measured in this run (see timing())
     rounds: int
     slurm_calls: int
     wall_seconds: float
@@ -141,9 +146,8 @@ class DemoResult:
     def as_dict(self) -> dict[str, Any]:
         d = self.rel_diffs
         return {
-            "composition": self.composition, "round_seconds": self.round_seconds,
-            "start_latency": self.start_latency, "launch_cost": self.launch_cost,
-            "restart_cost": self.restart_cost,
+            "composition": self.composition,
+            **self.timing.model_dump(include=set(TIMING)),
             "rounds": self.rounds, "slurm_calls": self.slurm_calls,
             "wall_seconds": self.wall_seconds,
             "median_rel_diff": statistics.median(d) if d else None,
@@ -208,16 +212,12 @@ class Tracker:
         self.state: dict[int, str] = {}
         self.rank: dict[int, int] = {}
         self.preemptions: dict[int, int] = defaultdict(int)
-        self.released: dict[int, list[float]] = defaultdict(list)
         self.run_start: dict[int, dict[int, float]] = defaultdict(dict)  # job -> run -> time
         self.finished: dict[int, float] = {}
         self.t0 = time.time()
 
     def on_round(self, report: RoundReport) -> None:
         if report.plan is not None:
-            moved = [j for ids in report.plan.move.values() for j in ids]
-            for jid in (*report.plan.released, *moved):  # from the round's start, as the sim
-                self.released[jid].append(report.started)
             for jid in report.plan.preempt:
                 self.preemptions[jid] += 1
         if report.decisions is not None:
@@ -257,16 +257,20 @@ class Tracker:
     def done(self) -> bool:
         return bool(self.jobs) and len(self.finished) == len(self.jobs)
 
-    def latencies(self) -> tuple[list[float], list[float]]:
-        """(first starts, restarts): seconds from the start of the round that released a
-        job to its progress."""
+    def launches(self, slurm_starts: Mapping[int, Sequence[float]]
+                 ) -> tuple[list[float], list[float]]:
+        """(first runs, restarts): seconds from Slurm's StartTime of each run (the store's;
+        the latest at or before the run's first progress, as the store may have missed a
+        run too short to observe) to the fake job's first progress in it: what the job
+        itself takes to get going."""
         first: list[float] = []
         again: list[float] = []
         for jid, runs in self.run_start.items():
+            starts = sorted(slurm_starts.get(jid, ()))
             for k, began in runs.items():
-                rel = self.released.get(jid, [])
-                if k <= len(rel) and began >= rel[k - 1]:
-                    (first if k == 1 else again).append(began - rel[k - 1])
+                i = bisect.bisect_right(starts, began) - 1
+                if i >= 0:
+                    (first if k == 1 else again).append(began - starts[i])
         return first, again
 
 
@@ -282,14 +286,16 @@ def simulate(tracker: Tracker, comp: Composition, cfg: SimConfig
 
 
 def timing(tracker: Tracker, store: Store, round_seconds: float) -> SimConfig:
-    """The simulator's timing as measured in this run: Slurm's start latency from the
-    controller's store (``calibrate``), the job's launch and restart from its progress."""
-    slurm = calibrate(store.timings()).simulation().get("start_latency", 0.0)
-    first, again = tracker.latencies()  # round start -> progress
-    launch = max(0.0, statistics.median(first) - slurm) if first else 0.0
-    restart = max(0.0, statistics.median(again) - slurm - launch) if again else 0.0
-    return SimConfig(round_duration=round_seconds, start_latency=slurm, launch_cost=launch,
-                     restart_cost=restart)
+    """The simulator's timing as measured in this run: Slurm's part from the controller's
+    store (``calibrate``), the fake job's launch and restore from its progress."""
+    timings = store.timings()
+    slurm = calibrate(timings).simulation()
+    first, again = tracker.launches(timings.runs)
+    launch = statistics.median(first) if first else 0.0
+    restore = max(0.0, statistics.median(again) - launch) if again else 0.0
+    return SimConfig(round_duration=round_seconds, start_latency=slurm.get("start_latency", 0.0),
+                     stop_latency=slurm.get("stop_latency", 0.0), launch_cost=launch,
+                     restart_cost=slurm.get("restart_cost", 0.0) + restore)
 
 
 def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
@@ -320,8 +326,7 @@ def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
             thread.join(30)
         sim_cfg = timing(tracker, ctl.store, scale.round_seconds)
         rows = _rows(tracker, simulate(tracker, comp, sim_cfg))
-        result = DemoResult(comp.name, rows, scale.round_seconds, sim_cfg.start_latency,
-                            sim_cfg.launch_cost, sim_cfg.restart_cost, len(tracker.reports),
+        result = DemoResult(comp.name, rows, sim_cfg, len(tracker.reports),
                             sum(r.slurm_calls for r in tracker.reports), 0.0, world.daemons)
     result.wall_seconds = time.monotonic() - t_wall
     return result
@@ -429,10 +434,9 @@ def print_comparison(result: DemoResult, console: Console) -> None:
     d = result.as_dict()
     console.print(
         f"relative JCT difference: median {d['median_rel_diff']:.0%}, p90 "
-        f"{d['p90_rel_diff']:.0%}, worst {d['worst_rel_diff']:.0%}. Simulator: round "
-        f"{result.round_seconds:g} s; measured in this run: Slurm's start latency "
-        f"{result.start_latency:.2f} s, launch {result.launch_cost:.2f} s, restart "
-        f"{result.restart_cost:.2f} s. "
+        f"{d['p90_rel_diff']:.0%}, worst {d['worst_rel_diff']:.0%}. Simulator timing "
+        "(measured in this run): " + ", ".join(
+            f"{label} {d[key]:.2f} s" for key, label in TIMING.items()) + ". "
         f"{result.rounds} rounds, {result.slurm_calls} Slurm calls, "
         f"{result.wall_seconds:.0f} s wall.", highlight=False)
 

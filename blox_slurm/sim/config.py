@@ -22,7 +22,10 @@ class SimConfig(BaseModel):
     ideal world of published simulators, measured on a cluster by ``blox-slurm calibrate``.
     ``launch_cost``: seconds from then to the job's first progress on every start (process
     start-up, framework initialisation: GPUs held, service counted, no progress), which only
-    the job knows.
+    the job knows. ``stop_latency``: seconds from the round that stops a job until its GPUs
+    are free for another job and it can be started again (on Slurm, the requeued job
+    completing: its signal handling, the epilog); a start waiting for them begins that much
+    later. ``calibrate`` measures it.
     ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
     which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
@@ -40,6 +43,7 @@ class SimConfig(BaseModel):
     restart_cost: float = Field(default=30.0, ge=0)
     start_latency: float = Field(default=0.0, ge=0)
     launch_cost: float = Field(default=0.0, ge=0)
+    stop_latency: float = Field(default=0.0, ge=0)
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)

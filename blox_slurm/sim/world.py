@@ -50,6 +50,9 @@ class World:
         self._heap: list[tuple[float, int]] = []
         self.busy = 0
         self.state: dict[str, float] = {}  # the composition's (Decisions.state), kept for it
+        # When a stopped job's GPUs, and the job itself, are ready again (SimConfig's
+        # stop_latency): a start on them, or of it, waits until then. Entries past are inert.
+        self._ready_at: dict[tuple[str, int], float] = {}
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -129,10 +132,21 @@ class World:
             self.queued[job.id] = job
 
     def _stop(self, jid: int, t: float) -> None:
+        """A stop; one before the job's run began (within its start latency) undoes the
+        start instead, as holding a released job again does on Slurm."""
         job = self._check(jid, JobState.RUNNING, t)
-        self._end_run(job, t)
+        begun = job.run_since is None or t >= job.run_since
+        if begun and self.cfg.stop_latency:
+            if len(self._ready_at) > 4 * len(self.gpus):  # keep it the size of what matters
+                self._ready_at = {k: v for k, v in self._ready_at.items() if v > t}
+            ready = t + self.cfg.stop_latency
+            self._ready_at.update({("gpu", g): ready for g in job.gpus})
+            self._ready_at[("job", jid)] = ready
+        stopping = self.cfg.stop_latency if begun else 0.0
+        self._end_run(job, t, t + stopping)
         del self.finish_at[jid]
-        self.active[jid] = self.queued[jid] = transitions.preempt(job, t)
+        self.active[jid] = self.queued[jid] = (
+            transitions.preempt(job, t, stopping) if begun else transitions.unstart(job))
         self._requeued = True
 
     def _start(self, st: Start, t: float) -> None:
@@ -142,9 +156,18 @@ class World:
         self.busy += len(st.gpus)
         del self.queued[job.id]
         cfg = self.cfg
+        latency = self._stopping(job.id, st.gpus, t) + cfg.start_latency
         self.active[job.id] = job = transitions.start(
-            job, st.gpus, t, rate, cfg.restart_cost, cfg.start_latency, cfg.launch_cost)
+            job, st.gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
         self._schedule(job, t)
+
+    def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:
+        """Seconds until the GPUs of jobs stopped before ``t``, and job ``jid`` if it was
+        stopped, are free: on Slurm a requeued job holds its GPUs while it completes."""
+        if not self._ready_at:
+            return 0.0
+        keys = [("gpu", g) for g in gpus] + [("job", jid)]
+        return max(0.0, *(self._ready_at.get(k, t) - t for k in keys))
 
     def _rate(self, job: Job, gpus: tuple[int, ...], t: float) -> float:
         """Progress per second on ``gpus``; a job spread over types runs at the slowest."""
@@ -166,11 +189,13 @@ class World:
         self.finish_at[job.id] = ft
         heapq.heappush(self._heap, (ft, job.id))
 
-    def _end_run(self, job: Job, at: float) -> None:
-        """The current run of ``job`` ends at ``at``: its GPUs free, its usage counted."""
+    def _end_run(self, job: Job, at: float, held: float | None = None) -> None:
+        """The current run of ``job`` ends at ``at``: its GPUs free, its usage counted until
+        ``held`` (default ``at``: a stopping job holds them a while longer)."""
         if job.run_since is not None:
-            self.usage.add(job.user, job.account, run_service(len(job.gpus), job.run_since, at),
-                           at)
+            end = at if held is None else held
+            self.usage.add(job.user, job.account, run_service(len(job.gpus), job.run_since, end),
+                           end)
         for g in job.gpus:
             self.owner[g] = None
         self.free.give(job.gpus)

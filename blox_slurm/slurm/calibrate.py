@@ -34,6 +34,9 @@ class Timings:
     rounds: Sequence[tuple[float, float]]  # (started, seconds) of each applying round, in order
     releases: Sequence[tuple[int, float]]  # (job, start of the round that released it)
     runs: Mapping[int, Sequence[float]]  # job -> its runs' StartTimes, ascending
+    # (job, round start) of releases onto the GPUs of jobs that round stopped for it, or of
+    # a job it moved: Slurm starts those once the stopped jobs have completed
+    after_stop: frozenset[tuple[int, float]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -45,19 +48,21 @@ class Calibration:
     round_seconds: float | None  # median seconds a round takes
     first_starts: tuple[float, ...]  # round start -> Slurm's StartTime, first runs
     restarts: tuple[float, ...]  # the same for later runs (a lifted requeue delay's 2 s too)
+    after_stops: tuple[float, ...] = ()  # the same for starts waiting for a stop
 
     def simulation(self) -> dict[str, float]:
-        """``round_duration``, ``start_latency`` and ``restart_cost`` (the Slurm part of a
-        restart beyond a first start), each only when measured."""
+        """``round_duration``, ``start_latency``, ``restart_cost`` (the Slurm part of a
+        restart beyond a first start) and ``stop_latency`` (how much longer a start waiting
+        for a stop takes), each only when measured."""
         out: dict[str, float] = {}
         if self.round_period is not None:
             out["round_duration"] = round(self.round_period, 3)
-        latency = statistics.median(self.first_starts) if self.first_starts else None
-        if latency is not None:
+        latency = statistics.median(self.first_starts) if self.first_starts else 0.0
+        if self.first_starts:
             out["start_latency"] = round(latency, 3)
-        if self.restarts:
-            extra = statistics.median(self.restarts) - (latency or 0.0)
-            out["restart_cost"] = round(max(0.0, extra), 3)
+        for key, values in (("restart_cost", self.restarts), ("stop_latency", self.after_stops)):
+            if values:
+                out[key] = round(max(0.0, statistics.median(values) - latency), 3)
         return out
 
     def to_toml(self) -> str:
@@ -70,32 +75,36 @@ class Calibration:
 
 
 def calibrate(t: Timings) -> Calibration:
-    """Match every run to the release that led to it and measure from that round's start."""
+    """Match every run to the release that led to it and measure from that round's start:
+    first runs, restarts and starts that waited for a stop apart."""
     starts = [s for s, _ in t.rounds]
     gaps = [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a]
     released: dict[int, list[float]] = {}
     for job_id, at in t.releases:
         released.setdefault(job_id, []).append(at)
-    first: list[float] = []
-    again: list[float] = []
+    kinds: dict[str, list[float]] = {"first": [], "again": [], "stop": []}
     for job_id, runs in t.runs.items():
         rel = sorted(released.get(job_id, ()))
         for i, begun in enumerate(runs):
-            latency = _latency(rel, begun, runs[i - 1] if i else None)
-            if latency is not None:
-                (again if i else first).append(latency)
+            release = _release_of(rel, begun, runs[i - 1] if i else None)
+            if release is not None:
+                stop = (job_id, release) in t.after_stop
+                kinds["stop" if stop else "again" if i else "first"].append(
+                    max(0.0, begun - release))
     return Calibration(len(t.rounds), _median(gaps), _median([s for _, s in t.rounds]),
-                       tuple(first), tuple(again))
+                       tuple(kinds["first"]), tuple(kinds["again"]), tuple(kinds["stop"]))
 
 
-def _latency(releases: Sequence[float], begun: float, previous: float | None) -> float | None:
-    """Seconds from the last release before run start ``begun`` (and after the previous
-    run began) to ``begun``; None for a run no release of ours led to (it ran while the
-    controller failed open, or before it managed the job)."""
+def _release_of(releases: Sequence[float], begun: float, previous: float | None
+                ) -> float | None:
+    """The last of the sorted ``releases`` before a run began at ``begun`` (up to a second
+    later: a truncated StartTime) and after the previous run began; None for a run no
+    release of ours led to (it ran while the controller failed open, or before it managed
+    the job)."""
     k = bisect.bisect_right(releases, begun + _STARTTIME_RESOLUTION)
     if k == 0 or (previous is not None and releases[k - 1] <= previous):
         return None
-    return max(0.0, begun - releases[k - 1])
+    return releases[k - 1]
 
 
 def _median(values: Sequence[float]) -> float | None:
