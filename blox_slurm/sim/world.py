@@ -51,8 +51,10 @@ class World:
         self.busy = 0
         self.state: dict[str, float] = {}  # the composition's (Decisions.state), kept for it
         # When a stopped job's GPUs, and the job itself, are ready again (SimConfig's
-        # stop_latency): a start on them, or of it, waits until then. Entries past are inert.
-        self._ready_at: dict[tuple[str, int], float] = {}
+        # stop_latency): a start on them, or of it, waits until then. Times past are inert;
+        # a job's entry goes when it starts again.
+        self._gpu_ready = [0.0] * len(gpus)
+        self._job_ready: dict[int, float] = {}
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -136,14 +138,12 @@ class World:
         start instead, as holding a released job again does on Slurm."""
         job = self._check(jid, JobState.RUNNING, t)
         begun = job.run_since is None or t >= job.run_since
-        if begun and self.cfg.stop_latency:
-            if len(self._ready_at) > 4 * len(self.gpus):  # keep it the size of what matters
-                self._ready_at = {k: v for k, v in self._ready_at.items() if v > t}
-            ready = t + self.cfg.stop_latency
-            self._ready_at.update({("gpu", g): ready for g in job.gpus})
-            self._ready_at[("job", jid)] = ready
         stopping = self.cfg.stop_latency if begun else 0.0
-        self._end_run(job, t, t + stopping)
+        if stopping:
+            for g in job.gpus:
+                self._gpu_ready[g] = t + stopping
+            self._job_ready[jid] = t + stopping
+        self._end_run(job, t + stopping)  # its usage runs on while it stops
         del self.finish_at[jid]
         self.active[jid] = self.queued[jid] = (
             transitions.preempt(job, t, stopping) if begun else transitions.unstart(job))
@@ -164,10 +164,10 @@ class World:
     def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:
         """Seconds until the GPUs of jobs stopped before ``t``, and job ``jid`` if it was
         stopped, are free: on Slurm a requeued job holds its GPUs while it completes."""
-        if not self._ready_at:
+        if not self.cfg.stop_latency:
             return 0.0
-        keys = [("gpu", g) for g in gpus] + [("job", jid)]
-        return max(0.0, *(self._ready_at.get(k, t) - t for k in keys))
+        ready = max(self._job_ready.pop(jid, t), *(self._gpu_ready[g] for g in gpus))
+        return max(0.0, ready - t)
 
     def _rate(self, job: Job, gpus: tuple[int, ...], t: float) -> float:
         """Progress per second on ``gpus``; a job spread over types runs at the slowest."""
@@ -189,13 +189,11 @@ class World:
         self.finish_at[job.id] = ft
         heapq.heappush(self._heap, (ft, job.id))
 
-    def _end_run(self, job: Job, at: float, held: float | None = None) -> None:
-        """The current run of ``job`` ends at ``at``: its GPUs free, its usage counted until
-        ``held`` (default ``at``: a stopping job holds them a while longer)."""
+    def _end_run(self, job: Job, at: float) -> None:
+        """The current run of ``job`` ends at ``at``: its GPUs free, its usage counted."""
         if job.run_since is not None:
-            end = at if held is None else held
-            self.usage.add(job.user, job.account, run_service(len(job.gpus), job.run_since, end),
-                           end)
+            self.usage.add(job.user, job.account, run_service(len(job.gpus), job.run_since, at),
+                           at)
         for g in job.gpus:
             self.owner[g] = None
         self.free.give(job.gpus)

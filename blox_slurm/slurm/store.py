@@ -334,11 +334,12 @@ class Store:
         for r in self.db.query("SELECT job_id, start FROM runs UNION ALL SELECT job_id, "
                                "run_start FROM jobs WHERE run_start IS NOT NULL"):
             runs.setdefault(r["job_id"], []).append(r["start"])
-        after_stop = frozenset(
-            (r["job_id"] if r["kind"] == "move" else json.loads(r["detail"] or "{}").get("for"),
-             r["started"]) for r in self.db.query(
-                "SELECT d.job_id, d.kind, d.detail, r.started FROM decisions d JOIN rounds r "
-                "ON r.id = d.round_id WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 0"))
+        stopped_for = ((r["job_id"] if r["kind"] == "move"
+                        else json.loads(r["detail"] or "{}").get("for"), r["started"])
+                       for r in self.db.query(
+            "SELECT d.job_id, d.kind, d.detail, r.started FROM decisions d JOIN rounds r "
+            "ON r.id = d.round_id WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 0"))
+        after_stop = frozenset((j, at) for j, at in stopped_for if j is not None)
         return Timings(rounds, releases, {j: sorted(v) for j, v in runs.items()}, after_stop)
 
     def shadow(self) -> ShadowReport:
