@@ -16,15 +16,17 @@ import typer
 
 from . import __version__
 from .demo.run import demo
-from .emulator.cli import PASS_THROUGH, doctor, emulator_app, fake_train
+from .emulator.cli import PASS_THROUGH, emulator_app, fake_train
 from .sim.cli import compare, plot, policies, simulate
-from .slurm.controller_cli import calibrate, explain, handback, report, run, status
+from .slurm.controller_cli import calibrate, handback, run
+from .slurm.inspect_cli import doctor, explain, queue, report, status
 from .telemetry.cli import agent
 
 SIMULATE = "Simulate and compare"
 CONTROLLER = "Controller"
 EMULATOR = "Emulator and demo"
 TELEMETRY = "Telemetry"
+USERS = "For users"
 
 app = typer.Typer(
     name="blox-slurm",
@@ -58,6 +60,7 @@ def _add(panel: str, *commands: Callable[..., None], **settings: Any) -> None:
 
 _add(SIMULATE, simulate, compare, policies, plot)
 _add(CONTROLLER, run, status, explain, report, handback, calibrate, doctor)
+_add(USERS, queue)
 _add(EMULATOR, demo)
 _add(EMULATOR, fake_train, **PASS_THROUGH)
 app.add_typer(emulator_app, name="emulator", rich_help_panel=EMULATOR)  # a group: listed last

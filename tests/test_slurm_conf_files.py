@@ -10,6 +10,8 @@ from __future__ import annotations
 import configparser
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,7 +42,9 @@ def test_controller_unit() -> None:
     assert exec_start("blox-slurm-controller.service") == ["run", "--config", CONTROLLER_TOML]
     assert s["KillSignal"] == "SIGTERM" and s["Restart"] == "on-failure"
     assert int(s["TimeoutStopSec"]) >= 60  # a 30 s round and its scontrol calls fit
-    assert s["User"] == "blox" and s["Type"] == "simple"
+    assert s["User"] == "blox" and s["Type"] == "notify" and s["NotifyAccess"] == "main"
+    assert int(s["WatchdogSec"]) >= 30  # the controller pings at a third of it
+    assert s["RestartPreventExitStatus"] == "2"  # a config error: no restart loop
     assert s["StateDirectory"] == "blox-slurm"  # /var/lib/blox-slurm: the heartbeat's home
     assert s["StateDirectoryMode"] == "0755"  # slurmctld must be able to read the heartbeat
     assert "slurmctld.service" in u["Unit"]["After"]
@@ -105,3 +109,40 @@ def test_examples_agree_with_each_other() -> None:
     for nodes in gpu_nodes:
         assert re.search(rf"^NodeName={re.escape(nodes)} Name=gpu ", gres, re.M)
     assert config.heartbeat.startswith("/var/lib/blox-slurm/")
+
+
+def test_systemd_accepts_every_unit(tmp_path: Path) -> None:
+    """``systemd-analyze verify`` on each unit as an admin installs it (ExecStart pointing at
+    the installed ``blox-slurm``, which must exist and be executable): no unknown keys, no
+    bad values, nothing it warns about."""
+    installed = shutil.which("blox-slurm")
+    assert installed, "blox-slurm is not on PATH: install the package first"
+    names = sorted(p.name for p in CONF.iterdir() if p.suffix in (".service", ".timer"))
+    for name in names:
+        (tmp_path / name).write_text((CONF / name).read_text().replace(BIN, installed))
+    p = subprocess.run(["systemd-analyze", "verify", "--man=no",  # noqa: S603, S607
+                        *(str(tmp_path / n) for n in names)],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_the_service_user_and_config_directory_are_created_as_documented(
+        tmp_path: Path) -> None:
+    """systemd-sysusers and systemd-tmpfiles, run on an empty root, make the ``blox`` user
+    the units run as and /etc/blox-slurm readable by it and by nobody but root."""
+    (tmp_path / "etc").mkdir()
+    for tool, name in (("systemd-sysusers", "blox-slurm.sysusers"),
+                       ("systemd-tmpfiles", "blox-slurm.tmpfiles")):
+        argv = [tool, f"--root={tmp_path}", *(["--create"] if "tmpfiles" in tool else []),
+                str(CONF / name)]
+        p = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603
+        assert p.returncode == 0, (tool, p.stderr)
+    users = {ln.split(":")[0]: ln.split(":") for ln in
+             (tmp_path / "etc/passwd").read_text().splitlines()}
+    assert "blox" in users and users["blox"][-1].endswith("nologin")
+    assert users["blox"][5] == "/var/lib/blox-slurm"
+    gid = next(int(ln.split(":")[2]) for ln in (tmp_path / "etc/group").read_text()
+               .splitlines() if ln.startswith("blox:"))
+    st = (tmp_path / "etc/blox-slurm").stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, gid, 0o750)
+    assert unit("blox-slurm-controller.service")["Service"]["Group"] == "blox"

@@ -153,19 +153,3 @@ def fake_train(ctx: typer.Context) -> None:
     from .fake_train import main
 
     raise typer.Exit(main(list(ctx.args)))
-
-
-def doctor(
-    conf: Annotated[str | None, typer.Option(help="slurm.conf (default: $SLURM_CONF).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Slurm binaries and version, SLURM_CONF, controller, SlurmClient backend, NVML."""
-    from ..slurm.doctor import diagnose
-
-    report = diagnose(conf)
-    text = "\n".join(
-        f"{'ok ' if c.ok else 'NO '} {c.name:10} {c.detail}" for c in report.checks
-    )
-    _emit(report.as_dict(), as_json, text)
-    if not report.ok:
-        raise typer.Exit(1)

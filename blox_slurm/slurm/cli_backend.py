@@ -121,6 +121,13 @@ class CliBackend:
             return False
         return "UP" in out
 
+    def config(self) -> dict[str, str]:
+        """The running slurmctld's configuration (``scontrol show config``): what it loaded,
+        which is not always what slurm.conf on this host says."""
+        out = self.runner.run(["scontrol", "show", "config"], idempotent=True)
+        pairs = (line.split("=", 1) for line in out.splitlines() if " = " in line)
+        return {key.strip(): value.strip() for key, value in pairs}
+
     def list_jobs(
         self, partitions: Collection[str] | None = None, *, finished: bool = False
     ) -> list[SlurmJob]:

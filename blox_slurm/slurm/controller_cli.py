@@ -1,20 +1,16 @@
-"""``blox-slurm run | status | explain | report | handback | calibrate``: the admin's side
-of the CLI.
+"""``blox-slurm run | handback | calibrate``: the commands that act for the controller (the
+read-only ones are in :mod:`inspect_cli`).
 
 Exit codes: 0 success; 1 Slurm unreachable or a runtime failure; 2 bad input (config, job id).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
-import sqlite3
 import threading
 import time
-from contextlib import AbstractContextManager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,38 +20,28 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..cli_errors import exit_codes
 from .backends import select_backend
 from .calibrate import calibrate as measure
+from .cli_common import (
+    DEFAULT_CONFIG,
+    ConfigOpt,
+    JsonOpt,
+    emit,
+    errors,
+    load_controller,
+    open_store,
+    store_of,
+)
 from .client import SlurmError
 from .controller import Controller, RoundReport
 from .controller import handback as release_held
-from .controller_config import ConfigError, ControllerConfig, load_config
+from .controller_config import ConfigError, ControllerConfig
 from .job_submit import heartbeat_age, heartbeat_fresh
-from .store import Store, StoreGone
+from .queue_view import publish
+from .service import HUNG_ROUND_SECONDS, Notifier, Watchdog
 
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="controller.toml")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+log = logging.getLogger(__name__)
 err = Console(stderr=True)
-
-
-def _errors() -> AbstractContextManager[None]:
-    return exit_codes((ConfigError, ValueError), (SlurmError, StoreGone))
-
-
-def _store(config: Path) -> tuple[ControllerConfig, Store]:
-    cfg, _ = load_config(config)
-    if not Path(cfg.store).exists():
-        raise ConfigError(f"no store at {cfg.store}: has `blox-slurm run` been started?")
-    return cfg, _open_store(cfg.store)
-
-
-def _open_store(path: str) -> Store:
-    try:
-        return Store(path)
-    except (OSError, sqlite3.Error) as exc:
-        raise ConfigError(f"cannot open the store {path} ({exc}): set [controller] store to "
-                          "a file in a writable directory") from None
 
 
 def _check_slurm_conf(conf: str | None) -> None:
@@ -79,13 +65,6 @@ def _preflight(ctl: Controller) -> None:
     problem = ctl.misconfigured(nodes)
     if problem is not None:
         raise ConfigError(problem)
-
-
-def _print(data: Any, as_json: bool, render: Any) -> None:
-    if as_json:
-        typer.echo(json.dumps(data, indent=1, default=str))
-    else:
-        Console().print(render)
 
 
 def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
@@ -116,8 +95,52 @@ def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
                           "(another controller or process has it? choose a free port)") from None
 
 
+class _Service:
+    """What the daemon tells the world besides Slurm: systemd (readiness, status, watchdog:
+    :mod:`service`), the operator's terminal (``--verbose``), the users (the queue file) and
+    the agents (the telemetry endpoint, served only by the active controller)."""
+
+    def __init__(self, cfg: ControllerConfig, ctl: Controller, banner: str,
+                 verbose: bool) -> None:
+        self.cfg, self.ctl, self.banner, self.verbose = cfg, ctl, banner, verbose
+        self.notifier = Notifier()
+        self.watchdog = Watchdog(self.notifier, cfg.round_seconds + HUNG_ROUND_SECONDS)
+        self.receivers: list[Any] = []
+
+    def start(self, stop: threading.Event) -> None:
+        self.notifier.ready(f"started; {self.banner}")
+        self.watchdog.start(stop)
+
+    def active(self) -> None:
+        self.receivers.append(_telemetry(self.cfg, self.ctl))
+        self.watchdog.activate()
+        self.notifier.status(f"active; {self.banner}")
+        err.print(self.banner, highlight=False, markup=False)
+
+    def round(self, r: RoundReport) -> None:
+        self.watchdog.progress()
+        line = (f"round {r.round_id}: {r.jobs} jobs ({r.pending} waiting), "
+                f"{len(r.decisions.start) if r.decisions else 0} start, "
+                f"{len(r.plan.preempt) if r.plan else 0} preempt, "
+                f"{r.slurm_calls} Slurm calls, {r.seconds:.2f} s"
+                + (f", error: {r.error}" if r.error else ""))
+        self.notifier.status(line)
+        if self.verbose:
+            err.print(line, highlight=False, markup=False)
+        if self.cfg.queue_file and not self.cfg.dry_run:
+            try:
+                publish(self.ctl.store, self.cfg.queue_file, self.cfg.lease_seconds)
+            except OSError as exc:
+                log.warning("cannot write the queue file %s: %s", self.cfg.queue_file, exc)
+
+    def stop(self) -> None:
+        self.notifier.stopping()
+        for receiver in filter(None, self.receivers):
+            receiver.stop()
+
+
 def run(
-    config: ConfigOpt,
+    config: ConfigOpt = DEFAULT_CONFIG,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Shadow mode: decide and record, apply nothing, write no "
         "heartbeat.")] = False,
@@ -128,155 +151,58 @@ def run(
     """Run the controller: every round, observe Slurm, decide with the composition, apply.
 
     SIGTERM/SIGINT finish the current round, hand back held jobs if configured, exit 0.
+    Under systemd (Type=notify) it reports readiness and status and feeds the watchdog.
     """
     stop = threading.Event()  # handlers first: a SIGTERM during start-up still exits 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(message)s")
-    with _errors():
-        cfg, comp = load_config(config)
+    with errors():
+        cfg, comp = load_controller(config)
         if dry_run:
             cfg = cfg.model_copy(update={"dry_run": True})
         _check_slurm_conf(cfg.slurm_conf or os.environ.get("SLURM_CONF"))
         client, why = select_backend(cfg.slurm_conf, cfg.backend)
-        ctl = Controller(cfg, comp, client, _open_store(cfg.store))
+        ctl = Controller(cfg, comp, client, open_store(cfg.store))
         _preflight(ctl)
-        receivers: list[Any] = []
-
-        def active() -> None:  # this controller is the active one: serve, then say so
-            receivers.append(_telemetry(cfg, ctl))
-            err.print(f"{why}; composition {comp.name}; partitions "
-                      f"{','.join(cfg.partitions)}{'; DRY RUN' if cfg.dry_run else ''}",
-                      highlight=False)
-
-        def show(r: RoundReport) -> None:
-            if verbose:
-                err.print(f"round {r.round_id}: {r.jobs} jobs ({r.pending} waiting), "
-                          f"{len(r.decisions.start) if r.decisions else 0} start, "
-                          f"{len(r.plan.preempt) if r.plan else 0} preempt, "
-                          f"{r.slurm_calls} Slurm calls, {r.seconds:.2f} s"
-                          + (f", error: {r.error}" if r.error else ""), highlight=False)
-
+        service = _Service(cfg, ctl, f"{why}; composition {comp.name}; partitions "
+                           f"{','.join(cfg.partitions)}{'; DRY RUN' if cfg.dry_run else ''}",
+                           verbose)
+        service.start(stop)
         try:
-            ctl.run(stop, rounds, show, on_active=active)
+            ctl.run(stop, rounds, service.round, on_active=service.active)
         finally:
-            for receiver in filter(None, receivers):
-                receiver.stop()
-
-
-def status(config: ConfigOpt, as_json: JsonOpt = False) -> None:
-    """Managed jobs as the controller last saw them: rank, state, held, GPUs, service."""
-    with _errors():
-        _, store = _store(config)
-        rows = store.jobs()
-        last = store.last_round()
-        t = Table(title=f"managed jobs (round {last['id'] if last else '-'}"
-                        f"{', decided by ' + last['composition'] if last else ''})")
-        for col in ("job", "user", "state", "rank", "held", "GPUs", "GPU-h", "preempt",
-                    "why"):
-            t.add_column(col)
-        for r in rows:
-            t.add_row(str(r["job_id"]), r["user"], r["state"],
-                      "-" if r["rank"] is None else str(r["rank"]),
-                      "held" if r["held"] else "released", str(r["num_gpus"]),
-                      f"{(r['attained_base'] or 0) / 3600:.2f}", str(r["preemptions"]),
-                      r["reason"] or "")
-        _print({"round": last, "jobs": rows}, as_json, t)
-
-
-def explain(
-    job_id: Annotated[int, typer.Argument(help="The Slurm job id.")],
-    config: ConfigOpt,
-    as_json: JsonOpt = False,
-) -> None:
-    """Why a job waits, was started or was preempted: its record, decisions and actions."""
-    with _errors():
-        _, store = _store(config)
-        job = store.job(job_id)
-        if job is None:
-            raise ConfigError(f"job {job_id} is not known to the controller (not in a "
-                              "managed partition, or not marked by the job-submit plugin)")
-        history = store.history(job_id)
-        actions = store.actions(job_id)
-        if as_json:
-            _print({"job": job, "decisions": history, "actions": actions}, True, None)
-            return
-        c = Console()
-        c.print(f"job {job_id} ({job['user']}, {job['num_gpus']} GPU(s)): {job['state']}, "
-                f"rank {job['rank']}, {'held' if job['held'] else 'released'}, "
-                f"{job['preemptions']} preemption(s), "
-                f"{(job['attained_base'] or 0) / 3600:.2f} GPU-hours received")
-        if job["reason"]:
-            c.print(f"now: {job['reason']}")
-        for h in history[:10]:
-            when = time.strftime("%H:%M:%S", time.localtime(h["started"]))
-            c.print(f"  round {h['round_id']} {when}: {h['kind']}"
-                    f"{' (dry-run)' if h['dry_run'] else ''} {h['reason']}")
-        for a in actions[:10]:
-            c.print(f"  action {a['verb']}: {'ok' if a['ok'] else 'FAILED ' + a['error']}")
-
-
-def report(config: ConfigOpt, as_json: JsonOpt = False) -> None:
-    """Shadow-mode report: when the policy would have started jobs vs when Slurm did."""
-    with _errors():
-        _, store = _store(config)
-        shadow = store.shadow()
-        summary = shadow.summary()
-        t = Table(title="shadow mode: the policy vs Slurm, every managed job")
-        t.add_column("figure")
-        t.add_column("value", justify="right")
-        for key, label in SHADOW_LABELS.items():
-            value = summary[key]
-            t.add_row(label, "-" if value is None else f"{value:+.1f} s"
-                      if isinstance(value, float) else str(value))
-        _print({"summary": summary, "jobs": [{**asdict(j), "case": j.case}
-                                             for j in shadow.jobs]}, as_json, t)
-
-
-SHADOW_LABELS = {
-    "jobs": "managed jobs seen",
-    "compared": "started by both",
-    "policy_earlier": "  policy earlier (by 1 s or more)",
-    "policy_later": "  policy later",
-    "same_time": "  within a second",
-    "median_slurm_minus_policy": "  median Slurm start - policy start",
-    "policy_held": "started by Slurm, held by the policy",
-    "median_held_seconds_when_slurm_started": "  median time held when Slurm started it",
-    "policy_started": "started by the policy only (Slurm not yet)",
-    "both_waiting": "waiting for both",
-    "unseen": "started by Slurm between two rounds",
-    "would_have_preempted": "preemptions the policy would have made",
-}
+            service.stop()
 
 
 def handback(
-    config: ConfigOpt,
+    config: ConfigOpt = DEFAULT_CONFIG,
     if_stale: Annotated[bool, typer.Option("--if-stale", help="Only when the controller's "
                                            "heartbeat is older than its lease (watchdog).")]
     = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Release every job the controller holds (and nothing else), so Slurm schedules alone."""
-    with _errors():
-        cfg, _ = load_config(config)
+    with errors():
+        cfg, _ = load_controller(config)
         if if_stale:
             # The plugin's rule, in whole seconds as it reads the clock: the watchdog must
             # not call the controller dead while the plugin still holds new jobs.
             now = int(time.time())
             age = heartbeat_age(cfg.heartbeat, now)
             if heartbeat_fresh(cfg.heartbeat, cfg.lease_seconds, now) and age is not None:
-                _print({"released": [], "heartbeat_age": age}, as_json,
+                emit({"released": [], "heartbeat_age": age}, as_json,
                        f"controller alive (heartbeat {age:.0f} s old): nothing to do")
                 return
         client, _ = select_backend(cfg.slurm_conf, cfg.backend)
         ids = release_held(client, cfg.partitions)
-        _print({"released": ids}, as_json, f"released {len(ids)} job(s): "
+        emit({"released": ids}, as_json, f"released {len(ids)} job(s): "
                + ",".join(map(str, ids)))
 
 
 def calibrate(
-    config: ConfigOpt,
+    config: ConfigOpt = DEFAULT_CONFIG,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the simulation table here, for `simulate "
         "--calibration`.")] = None,
@@ -286,8 +212,8 @@ def calibrate(
 
     From what the controller recorded on this cluster: nothing is submitted.
     """
-    with _errors():
-        _, store = _store(config)
+    with errors():
+        _, store = store_of(config)
         cal = measure(store.timings())
         sim = cal.simulation()
         if not sim:
@@ -309,7 +235,7 @@ def calibrate(
                 "first_starts": cal.first_starts, "restarts": cal.restarts,
                 "after_stops": cal.after_stops}
         params = ", ".join(f"{k} = {v:g}" for k, v in sim.items())
-        _print(data, as_json, Group(t, Text(f"simulation: {params}"
+        emit(data, as_json, Group(t, Text(f"simulation: {params}"
                                             + (f"\nwritten to {out}" if out else ""))))
 
 

@@ -41,6 +41,9 @@ class ControllerConfig(BaseModel):
     dry_run: bool = False
     store: str = "/var/lib/blox-slurm/state.db"
     heartbeat: str = "/var/lib/blox-slurm/heartbeat"
+    # What `blox-slurm queue` shows users (rank, why waiting), rewritten after every round;
+    # world-readable, unlike the store. "": not written.
+    queue_file: str = "/var/lib/blox-slurm/queue.json"
     lease_seconds: float = Field(default=90.0, gt=0, le=86400, allow_inf_nan=False)
     handback_on_exit: bool = False
     # Preemption is `scontrol requeuehold`: Slurm sends SIGTERM, waits KillWait, then SIGKILL,

@@ -16,6 +16,7 @@ from ..emulator.cluster import REQUIRED
 from .backends import select_backend
 from .cli_backend import CliBackend
 from .client import SlurmError
+from .controller_config import ControllerConfig
 from .dialect import TESTED_SERIES
 from .runner import RetryPolicy
 
@@ -92,8 +93,9 @@ def nvml_check() -> Check:
     return Check("nvml", True, f"driver {driver}, {count} GPU(s)")
 
 
-def diagnose(conf: str | None = None) -> Report:
-    conf = conf or os.environ.get("SLURM_CONF")
+def diagnose(conf: str | None = None, cfg: ControllerConfig | None = None) -> Report:
+    """This machine's Slurm side, and with ``cfg`` the controller's whole deployment."""
+    conf = conf or (cfg.slurm_conf if cfg else None) or os.environ.get("SLURM_CONF")
     # Slurm's tools retry a missing config file for many seconds: never hand them one.
     usable_conf = conf if conf is None or os.path.isfile(conf) else None
     report = Report(_binaries(usable_conf))
@@ -114,5 +116,10 @@ def diagnose(conf: str | None = None) -> Report:
         report.checks.append(Check("backend", True, f"{client.name}: {reason}"))
     else:
         report.checks.append(Check("backend", True, "cli: no controller to check pyslurm against"))
+    if cfg is not None:
+        from .deployment import deployment
+
+        cli = CliBackend(usable_conf, timeout=10.0) if answers else None
+        report.checks.extend(deployment(cfg, cli))
     report.checks.append(nvml_check())
     return report
