@@ -172,3 +172,21 @@ def test_a_moved_job_still_completing_is_left_held_for_the_next_round() -> None:
     assert applier.deferred == [job_id] and applier.restarted == []
     left = FakeSlurm.get_job(fake, job_id)
     assert left is not None and left.pending and left.held and left.req_nodes == ("node1",)
+
+
+def test_the_starts_of_every_placement_are_released_in_one_call() -> None:
+    """Pins cost a call per job (Slurm takes no id list with ReqNodeList); the release of a
+    round is one call whatever the placements (a 10k-job round once made one per node set)."""
+    fake = FakeSlurm(nodes=((2, 4),))
+    ids = [fake.submit_job(1, runtime=60) for _ in range(3)]
+    plan = make_plan({j.job_id: j for j in fake.list_jobs()},
+                     Decisions(start=(Start(ids[0], (0,)), Start(ids[1], (1,)),
+                                      Start(ids[2], (4,)))), SNAP)
+    assert len(plan.release) == 2  # two placements
+    verbs: list[tuple[str, tuple[int, ...]]] = []
+    Applier(fake, lambda verb, done, *_: verbs.append((verb, tuple(done))),
+            sleep=lambda _: None).apply(plan)
+    assert [v for v in verbs if v[0] == "release"] == [("release", tuple(ids))]
+    assert sum(v[0].startswith("pin ") for v in verbs) == 2
+    fake.schedule()
+    assert {fake.get_job(j).nodes for j in ids} == {("node1",), ("node2",)}  # type: ignore[union-attr]

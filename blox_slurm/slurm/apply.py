@@ -182,11 +182,13 @@ class Applier:
             self._restart_moved(plan.move)
         if plan.hold:
             self._batched("hold", plan.hold, self.client.hold)
-        for nodes, ids in plan.release.items():
-            pinned = self._pin(nodes, ids, plan.lift_delay)
-            if pinned:
-                crashpoint("pinned")
-                self._batched("release", pinned, self.client.release)
+        # Pins cost a call per job (Slurm takes no id list with ReqNodeList); the releases of
+        # every placement are one call.
+        pinned = [j for nodes, ids in plan.release.items()
+                  for j in self._pin(nodes, ids, plan.lift_delay)]
+        if pinned:
+            crashpoint("pinned")
+            self._batched("release", pinned, self.client.release)
         for nodes, ids in plan.repin.items():
             self._pin(nodes, ids, plan.lift_delay)
         for dr in plan.drain:
