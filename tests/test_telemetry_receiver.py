@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import re
 import threading
+import time
 from collections.abc import Iterator
 
+import _prometheus as prometheus
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blox_slurm.core.model import GpuSample
 from blox_slurm.telemetry.buffer import TelemetryBuffer
-from blox_slurm.telemetry.prometheus import MetricsRegistry
+from blox_slurm.telemetry.prometheus import Metrics
 from blox_slurm.telemetry.receiver import TelemetryReceiver
 from blox_slurm.telemetry.schema import TelemetryBatch
 
@@ -171,67 +172,79 @@ def test_buffer_is_thread_safe() -> None:
     assert all(s.time == 499.0 for s in buf.latest().values())
 
 
-PROM_SAMPLE = re.compile(
-    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*",?)*)\})? (\S+)$'
-)
+def scrape(r: TelemetryReceiver, accept: str | None = None) -> tuple[str, str]:
+    """GET /metrics: (content type, body)."""
+    conn = http.client.HTTPConnection(r.host, r.port, timeout=5)
+    try:
+        conn.request("GET", "/metrics", headers={"Accept": accept} if accept else {})
+        response = conn.getresponse()
+        assert response.status == 200
+        return response.getheader("Content-Type", ""), response.read().decode()
+    finally:
+        conn.close()
 
 
-def parse_prometheus(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """A strict reader of the text exposition format: fails on any line it does not know."""
-    types: dict[str, str] = {}
-    out = {}
-    assert text.endswith("\n")
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            continue
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ")
-            assert kind in ("counter", "gauge") and name not in types
-            types[name] = kind
-            continue
-        m = PROM_SAMPLE.match(line)
-        assert m, f"not exposition format: {line!r}"
-        name, labels, value = m.groups()
-        assert name in types, f"{name} has no TYPE line before it"
-        pairs = tuple(re.findall(r'([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"', labels or ""))
-        out[(name, pairs)] = float(value)
-    return out
-
-
-def test_metrics_endpoint_serves_parseable_text(receiver: TelemetryReceiver) -> None:
-    request(receiver, "POST", "/telemetry", batch("nodeM", 1), AUTH)
+def test_metrics_endpoint_serves_every_family_with_help_and_type(
+    receiver: TelemetryReceiver,
+) -> None:
+    before = prometheus.values(prometheus.parse(scrape(receiver)[1]))
+    request(receiver, "POST", "/telemetry", batch("nodeM", 3), AUTH)
     request(receiver, "POST", "/telemetry", b"junk", AUTH)
-    receiver.metrics.set("blox_queue_length", 12, help="Pending managed jobs.")
-    receiver.metrics.inc("blox_actions_total", {"verb": "release", "note": 'a "q"\\\n'})
-    conn = http.client.HTTPConnection(receiver.host, receiver.port, timeout=5)
-    conn.request("GET", "/metrics")
-    response = conn.getresponse()
-    assert response.getheader("Content-Type", "").startswith("text/plain; version=0.0.4")
-    values = parse_prometheus(response.read().decode())
-    conn.close()
-    assert values[("blox_telemetry_posts_total", (("result", "accepted"),))] >= 1
-    assert values[("blox_telemetry_posts_total", (("result", "invalid"),))] >= 1
-    assert values[("blox_queue_length", ())] == 12
-    assert values[("blox_actions_total", (("note", 'a \\"q\\"\\\\\\n'), ("verb", "release")))] == 1
-    assert ("blox_telemetry_last_post_timestamp_seconds", (("node", "nodeM"),)) in values
+    request(receiver, "POST", "/telemetry", batch("nodeM"), {"Authorization": "Bearer no"})
+    content_type, text = scrape(receiver)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    families = prometheus.parse(text)
+    assert {n: f.type for n, f in families.items()} == {
+        "blox_telemetry_posts_total": "counter",
+        "blox_telemetry_samples_total": "counter",
+        "blox_telemetry_last_post_timestamp_seconds": "gauge",
+    }  # a receiver alone serves its own families only
+    now = prometheus.values(families)
+
+    def grew(key: prometheus.Key) -> float:
+        return now[key] - before.get(key, 0.0)
+
+    posts = "blox_telemetry_posts_total"
+    assert grew((posts, (("result", "accepted"),))) == 1
+    assert grew((posts, (("result", "invalid"),))) == 1
+    assert grew((posts, (("result", "unauthorized"),))) == 1
+    assert grew(("blox_telemetry_samples_total", ())) == 3
+    stamp = now[("blox_telemetry_last_post_timestamp_seconds", (("node", "nodeM"),))]
+    assert abs(stamp - time.time()) < 60
 
 
-def test_registry_rules() -> None:
-    m = MetricsRegistry()
-    assert m.render() == ""
-    m.inc("c_total", value=2)
-    m.inc("c_total")
-    assert m.value("c_total") == 3
-    with pytest.raises(ValueError, match="counter"):
-        m.set("c_total", 1)
-    with pytest.raises(ValueError, match="decrease"):
-        m.inc("c_total", value=-1)
-    with pytest.raises(ValueError, match="metric name"):
-        m.inc("bad-name")
-    with pytest.raises(ValueError, match="label name"):
-        m.inc("ok_total", {"bad-label": "x"})
-    m.set("g", float("nan"))
-    assert parse_prometheus(m.render())[("c_total", ())] == 3
+def test_every_post_result_is_counted_from_the_start() -> None:
+    """A counter that appears only after its first event breaks rate() and alerts on it."""
+    with TelemetryReceiver(TOKEN, port=0) as r:
+        samples = prometheus.values(prometheus.parse(scrape(r)[1]))
+    for result in ("accepted", "unauthorized", "too_large", "invalid"):
+        assert samples[("blox_telemetry_posts_total", (("result", result),))] == 0
+
+
+def test_metrics_endpoint_speaks_openmetrics_when_asked(receiver: TelemetryReceiver) -> None:
+    content_type, text = scrape(receiver, "application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    assert text.endswith("# EOF\n") and "# TYPE blox_telemetry_posts counter" in text
+
+
+def test_receivers_do_not_share_counts() -> None:
+    """Each instance has its own registry (not prometheus_client's global one): two in one
+    process neither collide on a name nor count each other's posts."""
+    with TelemetryReceiver(TOKEN, port=0) as a, TelemetryReceiver(TOKEN, port=0) as b:
+        request(a, "POST", "/telemetry", batch("nodeA"), AUTH)
+        key = ("blox_telemetry_posts_total", (("result", "accepted"),))
+        assert prometheus.values(prometheus.parse(scrape(a)[1]))[key] == 1
+        assert prometheus.values(prometheus.parse(scrape(b)[1]))[key] == 0
+
+
+def test_a_shared_metrics_object_declares_the_receiver_families_once() -> None:
+    shared = Metrics()
+    first, second = TelemetryReceiver(TOKEN, metrics=shared), TelemetryReceiver(TOKEN,
+                                                                                metrics=shared)
+    first.handle_post(AUTH["Authorization"], batch("n1"))
+    second.handle_post(AUTH["Authorization"], batch("n2"))
+    value = shared.registry.get_sample_value
+    assert value("blox_telemetry_posts_total", {"result": "accepted"}) == 2
 
 
 def test_empty_token_is_refused() -> None:

@@ -18,8 +18,10 @@ ends the round, never the daemon.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -30,18 +32,19 @@ from ..core.composition import Composition
 from ..core.model import ClusterSnapshot, Decisions, GpuSample
 from ..core.round import decide
 from ..telemetry.buffer import TelemetryBuffer
-from ..telemetry.prometheus import MetricsRegistry
+from ..telemetry.prometheus import JOB_STATES, Metrics
 from .active_lock import ActiveLock
 from .apply import Applier, Plan, make_plan
 from .arrays import bracket, held_back, splits
 from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
 from .controller_config import ControllerConfig
 from .crashpoints import crashpoint
-from .job_submit import clear_heartbeat, parse_admin_comment, write_heartbeat
+from .job_submit import clear_heartbeat, heartbeat_age, parse_admin_comment, write_heartbeat
 from .preflight import missing_partitions, plugin_disagreement
 from .snapshot import build_snapshot
 from .start_watch import StartWatch
 from .store import Observed, Store
+from .timed_client import timed
 
 log = logging.getLogger("blox_slurm.slurm.controller")
 _T = TypeVar("_T")
@@ -92,15 +95,17 @@ def user_held(job: SlurmJob) -> bool:
 class Controller:
     def __init__(self, cfg: ControllerConfig, comp: Composition, client: SlurmClient,
                  store: Store, *, telemetry: TelemetryBuffer | None = None,
-                 metrics: MetricsRegistry | None = None,
+                 metrics: Metrics | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
         self.comp = comp
-        self.client = client
         self.store = store
         self.telemetry = telemetry
-        self.metrics = metrics or MetricsRegistry()
+        self.metrics = metrics if metrics is not None else Metrics()
         self.clock = clock
+        families = self.metrics.controller
+        families.heartbeat_age.set_function(self._heartbeat_age)
+        self.client = timed(client, families.slurm_call_seconds)
         self.throughput = cfg.throughput.build()
         self.watch = StartWatch(cfg.start_timeout, cfg.unstartable_backoff)
         # newest telemetry sample already in the store, per (node, GPU index)
@@ -130,6 +135,7 @@ class Controller:
             seen = self._observe(rid)
         except _RoundFailed as exc:
             return self._failed(rid, started, calls0, str(exc))
+        self._count_jobs(seen.managed)
         self._fold_history(seen)
         # runnable: what the policy may start
         aside = {**held_back(seen.managed), **self.watch.update(seen.managed, seen.now)}
@@ -295,22 +301,7 @@ class Controller:
                                 pending=pending, running=len(snap.jobs) - pending,
                                 starts=len(d.start), preempts=len(plan.preempt),
                                 holds=len(plan.hold), slurm_calls=calls, seconds=seconds)
-        m = self.metrics
-        m.inc("blox_rounds_total", help="Scheduling rounds run")
-        m.inc("blox_decisions_total", {"kind": "start"}, len(d.start))
-        m.inc("blox_decisions_total", {"kind": "preempt"}, len(plan.preempt))
-        m.inc("blox_decisions_total", {"kind": "move"}, len(d.move))
-        m.inc("blox_actions_failed_total", value=applier.failures,
-              help="Slurm verbs that failed")
-        m.set("blox_queue_length", pending, help="Managed jobs waiting")
-        m.set("blox_running_jobs", len(snap.jobs) - pending)
-        m.set("blox_round_seconds", seconds)
-        m.set("blox_slurm_calls_last_round", calls)
-        used = sum(len(j.gpus) for j in snap.jobs)
-        m.set("blox_gpu_allocated_fraction", used / len(snap.gpus) if snap.gpus else 0.0)
-        if snap.telemetry:
-            m.set("blox_gpu_utilization_percent",
-                  sum(s.utilization for s in snap.telemetry) / len(snap.telemetry))
+        self._export_round(seconds, calls, snap, d, plan, applier.failures)
         return RoundReport(rid, started, seconds, len(snap.jobs), pending,
                            len(snap.jobs) - pending, d, plan, calls, applier.failures,
                            deferred=tuple(applier.deferred))
@@ -321,8 +312,46 @@ class Controller:
         calls = self.client.calls - calls0
         self.store.finish_round(rid, finished=started + seconds, seconds=seconds,
                                 slurm_calls=calls, error=error[:2000])
-        self.metrics.inc("blox_round_errors_total", help="Rounds that hit a Slurm error")
+        self._count_round(seconds, calls)
+        self.metrics.controller.round_errors.inc()
         return RoundReport(rid, started, seconds, 0, 0, 0, None, None, calls, 0, error)
+
+    # ------------------------------------------------------------------ metrics
+
+    def _count_round(self, seconds: float, calls: int) -> None:
+        m = self.metrics.controller
+        m.rounds.inc()
+        m.round_seconds.observe(seconds)
+        m.slurm_calls_last_round.set(calls)
+
+    def _export_round(self, seconds: float, calls: int, snap: ClusterSnapshot, d: Decisions,
+                      plan: Plan, failures: int) -> None:
+        self._count_round(seconds, calls)
+        m = self.metrics.controller
+        m.decisions.labels("start").inc(len(d.start))
+        m.decisions.labels("preempt").inc(len(plan.preempt))
+        m.decisions.labels("move").inc(len(d.move))
+        m.actions_failed.inc(failures)
+        used = sum(len(j.gpus) for j in snap.jobs)
+        m.gpu_allocated_fraction.set(used / len(snap.gpus) if snap.gpus else 0.0)
+        samples = snap.telemetry
+        m.gpu_utilization_percent.set(
+            sum(s.utilization for s in samples) / len(samples) if samples else math.nan)
+
+    def _count_jobs(self, managed: Mapping[int, SlurmJob]) -> None:
+        """Every (partition, state) is set each round, zeros included: a state that emptied
+        must read 0, not its last count."""
+        counts = Counter((j.partition, _standing(j)) for j in managed.values())
+        gauge = self.metrics.controller.managed_jobs
+        for partition in self.cfg.partitions:
+            for state in JOB_STATES:
+                gauge.labels(partition, state).set(counts[partition, state])
+
+    def _heartbeat_age(self) -> float:
+        """Read at scrape time, so a controller stuck inside a round shows its lease aging;
+        +Inf without a heartbeat (dry run, or after exit), as the plugin reads it."""
+        age = heartbeat_age(self.cfg.heartbeat, self.clock())
+        return math.inf if age is None else age
 
     # ------------------------------------------------------------------ the daemon
 
@@ -392,7 +421,8 @@ class Controller:
             return self.round()
         except Exception:  # a bug must not take the cluster's scheduler down silently
             log.exception("round crashed; continuing")
-            self.metrics.inc("blox_round_errors_total")
+            self.metrics.controller.rounds.inc()
+            self.metrics.controller.round_errors.inc()
             return None
 
 
@@ -405,6 +435,11 @@ def _observed(j: SlurmJob) -> Observed:
                     j.start_time if j.in_run else None, j.held,
                     {k: str(v) for k, v in mark.hints.items()} if mark is not None else {},
                     j.account, j.restart_cnt)
+
+
+def _standing(j: SlurmJob) -> str:
+    """The job's ``state`` label in ``blox_managed_jobs`` (one of ``JOB_STATES``)."""
+    return "running" if j.in_run else "held" if j.held else "released"
 
 
 def _allocated_gpus(j: SlurmJob) -> int:

@@ -1,105 +1,122 @@
-"""A tiny Prometheus registry (counters and gauges) rendered in the text exposition format.
+"""Every Prometheus metric family blox-slurm exports, on ``prometheus_client``.
 
-Why not ``prometheus_client``: it is one more dependency for two metric types and a text
-format of a few lines; the controller needs ``inc``, ``set`` and ``render`` only.
+Each :class:`Metrics` owns a registry of its own instead of the library's global default, so
+two controllers in one process (tests, the demo beside a test) never collide on a name, and
+``/metrics`` shows exactly one controller. The controller and its telemetry receiver share
+one :class:`Metrics`: the receiver serves the registry the controller fills.
+
+The families are declared here, in one place, so the endpoint and ``docs/telemetry.md`` can
+be checked against a single list; which code fills them is said in each help text.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import threading
-from collections.abc import Mapping
+from functools import cached_property
 
-_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.exposition import choose_encoder
 
-LabelSet = tuple[tuple[str, str], ...]
+# A ``*_created`` gauge beside every counter and histogram doubles the families a reader of
+# ``curl /metrics`` wades through and no dashboard of ours uses; process-wide by design of
+# the library, and this process is ours.
+disable_created_metrics()
 
-
-def _labels(labels: Mapping[str, str] | None) -> LabelSet:
-    items = tuple(sorted((labels or {}).items()))
-    for key, _ in items:
-        if not _LABEL.match(key) or key.startswith("__"):
-            raise ValueError(f"invalid Prometheus label name {key!r}")
-    return tuple((k, str(v)) for k, v in items)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if value != int(value) else str(int(value))
+#: Rounds: milliseconds on an idle cluster, seconds when a moved job's requeue is awaited
+#: (``grace_seconds``), up to Slurm's 30 s command timeout when slurmctld is slow.
+ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+#: One squeue/scontrol: ~10 ms to a few hundred on a busy slurmctld; retries take seconds.
+CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: How a managed job stands, as the last round listed it (``blox_managed_jobs{state}``).
+JOB_STATES = ("held", "released", "running")
+DECISION_KINDS = ("start", "preempt", "move")
+POST_RESULTS = ("accepted", "unauthorized", "too_large", "invalid")
 
 
-class MetricsRegistry:
-    """Counters only go up (``inc``), gauges are set (``set``). A name is one kind for its
-    lifetime; using it as the other kind is a programming error and raises."""
+class ControllerMetrics:
+    """The round's families (filled by :class:`~blox_slurm.slurm.controller.Controller`)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.rounds = Counter("blox_rounds", "Scheduling rounds run, failed ones included.",
+                              registry=r)
+        self.round_errors = Counter(
+            "blox_round_errors", "Rounds that ended in an error (Slurm did not answer, a "
+            "misconfiguration, or a crash; the log says which).", registry=r)
+        self.round_seconds = Histogram(
+            "blox_round_seconds", "Wall time of one round, observe to apply.",
+            buckets=ROUND_BUCKETS, registry=r)
+        self.slurm_call_seconds = Histogram(
+            "blox_slurm_call_seconds", "Time of one Slurm client call (retries included), "
+            "by verb: the client method, e.g. list_jobs, release, requeue_hold.", ["verb"],
+            buckets=CALL_BUCKETS, registry=r)
+        self.slurm_calls_last_round = Gauge(
+            "blox_slurm_calls_last_round", "slurmctld round trips the last round made.",
+            registry=r)
+        self.decisions = Counter(
+            "blox_decisions", "Decisions the policy made, by kind (start, preempt, move).",
+            ["kind"], registry=r)
+        self.actions_failed = Counter(
+            "blox_actions_failed", "Slurm verbs that failed (see the store's actions table).",
+            registry=r)
+        self.managed_jobs = Gauge(
+            "blox_managed_jobs", "Managed jobs by partition and state as the last round "
+            "found them, before it acted: held (waiting, held by blox), released (waiting "
+            "for Slurm to start it), running.", ["partition", "state"], registry=r)
+        self.heartbeat_age = Gauge(
+            "blox_heartbeat_age_seconds", "Age of the heartbeat the job-submit plugin reads, "
+            "at scrape time; +Inf when there is none (the plugin fails open).", registry=r)
+        self.gpu_allocated_fraction = Gauge(
+            "blox_gpu_allocated_fraction", "Share of the managed partitions' GPUs held by "
+            "managed jobs, last round.", registry=r)
+        self.gpu_utilization_percent = Gauge(
+            "blox_gpu_utilization_percent", "Mean GPU utilization over the telemetry window, "
+            "last round; NaN without telemetry.", registry=r)
+        for kind in DECISION_KINDS:
+            self.decisions.labels(kind)
+        self.gpu_utilization_percent.set(float("nan"))
+
+
+class ReceiverMetrics:
+    """The telemetry endpoint's families (filled by
+    :class:`~blox_slurm.telemetry.receiver.TelemetryReceiver`)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.posts = Counter(
+            "blox_telemetry_posts", "Telemetry POSTs received, by outcome (accepted, "
+            "unauthorized, too_large, invalid).", ["result"], registry=registry)
+        self.samples = Counter("blox_telemetry_samples", "GPU samples buffered.",
+                               registry=registry)
+        self.last_post = Gauge(
+            "blox_telemetry_last_post_timestamp_seconds",
+            "When each node last posted telemetry (Unix time).", ["node"], registry=registry)
+        for result in POST_RESULTS:
+            self.posts.labels(result)
+
+
+class Metrics:
+    """One instance's registry and the families on it: each set is declared on first use
+    (a receiver alone serves only its own), once however many parts ask for it. Parts ask
+    when they are built, on the thread that builds them."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kind: dict[str, str] = {}
-        self._help: dict[str, str] = {}
-        self._values: dict[str, dict[LabelSet, float]] = {}
+        self.registry = CollectorRegistry()
 
-    def _series(self, name: str, kind: str, help_text: str) -> dict[LabelSet, float]:
-        if not _NAME.match(name):
-            raise ValueError(f"invalid Prometheus metric name {name!r}")
-        known = self._kind.setdefault(name, kind)
-        if known != kind:
-            raise ValueError(f"metric {name!r} is a {known}, not a {kind}")
-        if help_text:
-            self._help[name] = help_text
-        return self._values.setdefault(name, {})
+    @cached_property
+    def controller(self) -> ControllerMetrics:
+        return ControllerMetrics(self.registry)
 
-    def inc(
-        self,
-        name: str,
-        labels: Mapping[str, str] | None = None,
-        value: float = 1.0,
-        help: str = "",
-    ) -> None:
-        if value < 0:
-            raise ValueError(f"counter {name!r} cannot decrease (inc by {value})")
-        key = _labels(labels)
-        with self._lock:
-            series = self._series(name, "counter", help)
-            series[key] = series.get(key, 0.0) + value
+    @cached_property
+    def receiver(self) -> ReceiverMetrics:
+        return ReceiverMetrics(self.registry)
 
-    def set(
-        self,
-        name: str,
-        value: float,
-        labels: Mapping[str, str] | None = None,
-        help: str = "",
-    ) -> None:
-        key = _labels(labels)
-        with self._lock:
-            self._series(name, "gauge", help)[key] = float(value)
-
-    def value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
-        with self._lock:
-            return self._values.get(name, {}).get(_labels(labels))
-
-    def render(self) -> str:
-        lines: list[str] = []
-        with self._lock:
-            for name in sorted(self._values):
-                if name in self._help:
-                    help_text = self._help[name].replace("\\", "\\\\").replace("\n", "\\n")
-                    lines.append(f"# HELP {name} {help_text}")
-                lines.append(f"# TYPE {name} {self._kind[name]}")
-                for labels, value in sorted(self._values[name].items()):
-                    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-                    lines.append(
-                        f"{name}{{{inner}}} {_number(value)}"
-                        if inner
-                        else f"{name} {_number(value)}"
-                    )
-        return "\n".join(lines) + "\n" if lines else ""
+    def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """The body and content type for a scrape: the text format, or OpenMetrics when the
+        scraper's ``Accept`` asks for it (Prometheus does)."""
+        encode, content_type = choose_encoder(accept)
+        return encode(self.registry), content_type

@@ -6,7 +6,8 @@ Routes:
   :class:`~blox_slurm.telemetry.schema.TelemetryBatch` -> 200 ``{"accepted": n}``;
   401 missing/wrong token; 411 no ``Content-Length``; 413 body over the cap; 400 anything that
   is not a valid batch, with a short reason.
-* ``GET /metrics`` the :class:`MetricsRegistry` in Prometheus text format (unauthenticated, as
+* ``GET /metrics`` the :class:`~blox_slurm.telemetry.prometheus.Metrics` registry, in the
+  Prometheus text format or OpenMetrics as the scraper's ``Accept`` asks (unauthenticated, as
   scrapers expect: bind to loopback or firewall it).
 * ``GET /healthz`` ``ok``.
 
@@ -28,7 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .buffer import TelemetryBuffer
-from .prometheus import CONTENT_TYPE, MetricsRegistry
+from .prometheus import Metrics
 from .schema import MAX_BODY_BYTES, TelemetryBatch
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ def _reason(exc: ValidationError) -> str:
 
 
 class TelemetryReceiver:
-    """The endpoint, its sample buffer and its metrics registry.
+    """The endpoint, its sample buffer and its metrics (the controller's, when it passes
+    its own: one registry, one ``/metrics``).
 
     ``handle_post`` holds the request logic (authentication, validation, buffering) apart from
     HTTP, so it can be exercised directly; ``start()`` serves it on ``host:port`` in a daemon
@@ -60,7 +62,7 @@ class TelemetryReceiver:
         host: str = "127.0.0.1",
         port: int = 0,
         buffer: TelemetryBuffer | None = None,
-        metrics: MetricsRegistry | None = None,
+        metrics: Metrics | None = None,
         max_body: int = MAX_BODY_BYTES,
         request_timeout: float = 10.0,
     ) -> None:
@@ -69,7 +71,8 @@ class TelemetryReceiver:
         self._expected = f"Bearer {token.strip()}".encode()
         self.host, self.port = host, port
         self.buffer = buffer if buffer is not None else TelemetryBuffer()
-        self.metrics = metrics if metrics is not None else MetricsRegistry()
+        self.metrics = metrics if metrics is not None else Metrics()
+        self._counts = self.metrics.receiver
         self.max_body = max_body
         self.request_timeout = request_timeout
         self._server: _Server | None = None
@@ -84,11 +87,7 @@ class TelemetryReceiver:
         return hmac.compare_digest(supplied, self._expected)
 
     def count(self, result: str) -> None:
-        self.metrics.inc(
-            "blox_telemetry_posts_total",
-            {"result": result},
-            help="Telemetry POSTs received, by outcome.",
-        )
+        self._counts.posts.labels(result).inc()
 
     def precheck(self, authorization: str | None, length: int) -> Reply | None:
         """The refusal owed before reading a body of ``length`` bytes, if any: authentication
@@ -113,13 +112,8 @@ class TelemetryReceiver:
             return 400, {"error": _reason(exc)}
         kept = self.buffer.add(batch.node, (s.to_sample() for s in batch.samples))
         self.count("accepted")
-        self.metrics.inc("blox_telemetry_samples_total", value=kept, help="GPU samples buffered.")
-        self.metrics.set(
-            "blox_telemetry_last_post_timestamp_seconds",
-            time.time(),
-            {"node": batch.node},
-            help="When each node last posted telemetry.",
-        )
+        self._counts.samples.inc(kept)
+        self._counts.last_post.labels(batch.node).set_to_current_time()
         return 200, {"accepted": kept}
 
     def start(self) -> TelemetryReceiver:
@@ -242,8 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                text = self.server.receiver.metrics.render().encode()
-                self._reply(200, text, CONTENT_TYPE)
+                accept = self.headers.get("Accept", "")
+                self._reply(200, *self.server.receiver.metrics.exposition(accept))
             elif path == "/healthz":
                 self._reply(200, b"ok\n", "text/plain; charset=utf-8")
             else:
