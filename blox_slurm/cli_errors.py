@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-_err = Console(stderr=True)
+from .logs import console
 
 ErrorTypes = tuple[type[BaseException], ...]
 
@@ -20,13 +19,15 @@ def exit_codes(bad_input: ErrorTypes, runtime: ErrorTypes = ()) -> Iterator[None
     try:
         yield
     except bad_input as exc:
-        _err.print(f"[red]error:[/red] {_one_line(exc)}", highlight=False, soft_wrap=True)
+        _say("error:", exc)
         raise typer.Exit(2) from None
     except runtime as exc:
-        _err.print(f"[red]failed:[/red] {_one_line(exc)}", highlight=False, soft_wrap=True)
+        _say("failed:", exc)
         raise typer.Exit(1) from None
 
 
-def _one_line(exc: BaseException) -> str:
-    """The message as one line, its text never read as Rich markup ("[controller]" is kept)."""
-    return escape("; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()))
+def _say(label: str, exc: BaseException) -> None:
+    """``label`` in red and the message as one line, even on a terminal narrower than it; its
+    text is printed as given ("[controller]" is kept: the console reads no markup)."""
+    line = "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
+    console(stderr=True).print(Text.assemble((label, "red"), " ", line), soft_wrap=True)

@@ -46,10 +46,14 @@ import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
+from ..cli_errors import exit_codes
 from ..core.composition import Composition, CompositionError, read
 from ..core.throughput import ParametricThroughput
 from ..emulator.errors import EmulatorError
+from ..logs import console as safe_console
+from ..logs import setup_logging
 from ..sim.config import ClusterSpec, SimConfig
 from ..sim.simulator import Simulator
 from ..slurm.calibrate import calibrate
@@ -304,7 +308,7 @@ def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
              type_speed: Mapping[str, float] | None = None) -> DemoResult:
     """Run the whole demo; raises :class:`NeedsRoot`, :class:`DemoTimeout`, Slurm/emulator
     errors. The emulator is down when this returns or raises."""
-    console = console or Console()
+    console = console or safe_console()
     t_wall = time.monotonic()
     data, name = demo_composition(config, scale.compression)
     workload = mixed_workload(n_jobs, seed, scale.mean_gap)
@@ -397,7 +401,7 @@ def _render(tracker: Tracker) -> Group:
                       "" if rank is None or jid in tracker.finished else str(rank),
                       str(tracker.preemptions[jid] or ""))
     total = sum(r.slurm_calls for r in tracker.reports)
-    return Group(f"[bold]{_summary(tracker)}[/bold] (total {total})", table)
+    return Group(Text.assemble((_summary(tracker), "bold"), f" (total {total})"), table)
 
 
 @contextmanager
@@ -457,16 +461,13 @@ def demo(
 
     Needs root and Slurm's Debian packages; takes about two minutes.
     """
-    console = Console(stderr=True) if as_json else Console()
+    setup_logging(daemon=False)  # the controller's warnings, in its thread
+    console = safe_console(stderr=as_json)
     try:
-        result = run_demo(jobs, seed, config, live=not no_live and not as_json,
-                          console=console)
-    except (ConfigError, CompositionError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except (NeedsRoot, EmulatorError, SlurmError, DemoTimeout) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+        with exit_codes((ConfigError, CompositionError),
+                        (NeedsRoot, EmulatorError, SlurmError, DemoTimeout)):
+            result = run_demo(jobs, seed, config, live=not no_live and not as_json,
+                              console=console)
     except KeyboardInterrupt:
         console.print("interrupted: the emulator was torn down")
         raise typer.Exit(130) from None

@@ -9,13 +9,13 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
 from ..cli_errors import exit_codes
 from ..core import registry
 from ..core.composition import CompositionError, bundled_names, read
 from ..loading import load
+from ..logs import console
 from ..workloads.schema import WorkloadError
 from ..workloads.throughput_spec import ThroughputSpec
 from .config import ClusterSpec, SimConfig
@@ -65,15 +65,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 OutOpt = Annotated[Path | None, typer.Option(
     "--out", "-o", help="Directory for results.json, results.csv, jobs.csv, runs.json, plots.")]
 ProcOpt = Annotated[int | None, typer.Option("--processes", "-j", help="Worker processes.")]
-
-err = Console(stderr=True)
-
-
-def _console() -> Console:
-    """Tables stay readable when piped (rich would otherwise squeeze them to 80 columns)."""
-    c = Console()
-    return c if c.is_terminal else Console(width=160)
-
 
 def user_errors() -> AbstractContextManager[None]:
     """Bad input exits 2 with one clear message, runtime failures exit 1; no tracebacks."""
@@ -148,12 +139,20 @@ def _sim_overrides(calibration: Path | None, round_: float | None, quantize: boo
 
 def _run_with_progress(exp: Experiment, quiet: bool) -> RunResult:
     """One run with a rich progress bar on stderr (jobs of the measured window finished)."""
+    err = console(stderr=True)
     if quiet or not err.is_terminal:
         return run(exp)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+    # The composition's name is shown as given, never read as markup.
+    with Progress(TextColumn("{task.description}", style="progress.description", markup=False),
+                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   transient=True) as bar:
         task = bar.add_task(str(exp.composition.get("name")), total=None)
         last = [-1]
@@ -205,9 +204,10 @@ def _report(results: list[RunResult], title: str, as_json: bool, out: Path | Non
     if as_json:
         typer.echo(json.dumps(rows, default=str, indent=2))
     else:
-        _console().print(_table(results, title))
+        screen = console()
+        screen.print(_table(results, title))
         if out is not None:
-            _console().print(f"results and plots in {out}/")
+            screen.print(f"results and plots in {out}/")
 
 
 def simulate(
@@ -230,7 +230,7 @@ def simulate(
         skipped = exp.workload.path and exp.workload.skip_bad_rows
         if skipped:
             n = exp.workload.load().skipped_rows
-            err.print(f"skipped {n} bad row(s) in {exp.workload.path}")
+            console(stderr=True).print(f"skipped {n} bad row(s) in {exp.workload.path}")
         _report(results, f"simulation on {cluster}", as_json, out)
 
 
@@ -283,8 +283,9 @@ def policies(policy_path: PolicyPathOpt = None, as_json: JsonOpt = False) -> Non
             params = ", ".join(f"{k}={v.get_default(call_default_factory=True)!r}"
                                for k, v in s.params.model_fields.items())
             t.add_row(s.kind, s.name, params, s.summary)
-        _console().print(t)
-        _console().print("bundled compositions: " + ", ".join(bundled_names()))
+        screen = console()
+        screen.print(t)
+        screen.print("bundled compositions: " + ", ".join(bundled_names()))
 
 
 def plot(

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from .client import SlurmJob
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
-log = logging.getLogger("blox_slurm.arrays")
+log = logging.getLogger(__name__)
 #: Slurm's own MaxArraySize ceiling: a pending list longer than this is not Slurm's.
 MAX_TASKS = 4_000_001
 

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from ..logs import setup_logging
 from .base import GpuTelemetry, TelemetryError
 
 _HOST = socket.gethostname().split(".")[0]  # Slurm node names are short host names
@@ -69,7 +70,7 @@ def agent(
     """Sample this node's GPUs and ship them to the controller until SIGTERM/SIGINT."""
     from .agent import run_agent
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging(daemon=True, level=logging.INFO)
     token = read_token(token_file)
     try:
         source = make_backend(backend, node, gpus, allocations)
