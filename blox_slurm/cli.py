@@ -17,6 +17,7 @@ import typer
 from . import __version__
 from .demo.run import demo
 from .emulator.cli import PASS_THROUGH, emulator_app, fake_train
+from .logs import setup_logging
 from .sim.cli import compare, plot, policies, simulate
 from .slurm.controller_cli import calibrate, handback, run
 from .slurm.inspect_cli import doctor, explain, queue, report, status
@@ -49,6 +50,7 @@ def main(
     ),
 ) -> None:
     """Composable Blox scheduling policies beside Slurm."""
+    setup_logging(daemon=False)  # `run`, `agent` and `demo` set their own
 
 
 def _add(panel: str, *commands: Callable[..., None], **settings: Any) -> None:

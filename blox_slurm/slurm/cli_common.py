@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from ..cli_errors import exit_codes
+from ..logs import console
 from .client import SlurmError
 from .controller_config import ConfigError, ControllerConfig, load_config
 from .store import Store, StoreGone
@@ -60,9 +60,9 @@ def open_store(path: str) -> Store:
 
 def emit(data: Any, as_json: bool, render: Any) -> None:
     """JSON for scripts, else the Rich renderable (its text is never read as markup: callers
-    pass Text or tables of Text). Into a pipe, lines are not wrapped at 80 columns."""
+    pass Text or tables of Text; :func:`console` reads none as markup). Into a pipe, lines
+    are not wrapped at 80 columns."""
     if as_json:
         typer.echo(json.dumps(data, indent=1, default=str))
         return
-    console = Console(highlight=False)
-    console.print(render, soft_wrap=not console.is_terminal)
+    console().print(render)

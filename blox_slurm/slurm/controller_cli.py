@@ -16,10 +16,11 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..logs import console, setup_logging
 from .backends import select_backend
 from .calibrate import calibrate as measure
 from .cli_common import (
@@ -41,7 +42,6 @@ from .queue_view import publish
 from .service import HUNG_ROUND_SECONDS, Notifier, Watchdog
 
 log = logging.getLogger(__name__)
-err = Console(stderr=True)
 
 
 def _check_slurm_conf(conf: str | None) -> None:
@@ -115,7 +115,7 @@ class _Service:
         self.receivers.append(_telemetry(self.cfg, self.ctl))
         self.watchdog.activate()
         self.notifier.status(f"active; {self.banner}")
-        err.print(self.banner, highlight=False, markup=False)
+        console(stderr=True).print(self.banner)
 
     def round(self, r: RoundReport) -> None:
         self.watchdog.progress()
@@ -126,7 +126,7 @@ class _Service:
                 + (f", error: {r.error}" if r.error else ""))
         self.notifier.status(line)
         if self.verbose:
-            err.print(line, highlight=False, markup=False)
+            console(stderr=True).print(line)
         if self.cfg.queue_file and not self.cfg.dry_run:
             try:
                 publish(self.ctl.store, self.cfg.queue_file, self.cfg.lease_seconds)
@@ -156,8 +156,7 @@ def run(
     stop = threading.Event()  # handlers first: a SIGTERM during start-up still exits 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging(daemon=True, level=logging.INFO if verbose else logging.WARNING)
     with errors():
         cfg, comp = load_controller(config)
         if dry_run:

@@ -16,10 +16,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .checks import Check
 from .cli_backend import CliBackend
 from .client import SlurmError
 from .controller_config import ControllerConfig
-from .doctor import Check
 from .job_submit import CONFIG_NAME, heartbeat_age, read_config
 from .preflight import missing_partitions, plugin_config_path, plugin_disagreement
 

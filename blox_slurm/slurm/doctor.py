@@ -9,35 +9,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ..emulator.cluster import REQUIRED
 from .backends import select_backend
+from .checks import Check, Report
 from .cli_backend import CliBackend
 from .client import SlurmError
 from .controller_config import ControllerConfig
+from .deployment import deployment
 from .dialect import TESTED_SERIES
 from .runner import RetryPolicy
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-
-@dataclass
-class Report:
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks if c.name != "nvml")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
 def _binaries(conf: str | None) -> list[Check]:
@@ -117,8 +98,6 @@ def diagnose(conf: str | None = None, cfg: ControllerConfig | None = None) -> Re
     else:
         report.checks.append(Check("backend", True, "cli: no controller to check pyslurm against"))
     if cfg is not None:
-        from .deployment import deployment
-
         cli = CliBackend(usable_conf, timeout=10.0) if answers else None
         report.checks.extend(deployment(cfg, cli))
     report.checks.append(nvml_check())

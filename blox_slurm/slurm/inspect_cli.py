@@ -209,7 +209,8 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Check Slurm, the plugin, the controller's config, heartbeat and store; say what to fix."""
-    from .doctor import Check, diagnose
+    from .checks import Check
+    from .doctor import diagnose
 
     path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     cfg, problem = None, None
