@@ -1,4 +1,4 @@
-"""systemd's notify protocol as the controller speaks it (blox_slurm.slurm.service): real
+"""systemd's notify protocol as the controller speaks it (blox_slurm.systemd): real
 datagrams on a real Unix socket, as systemd receives them, and the watchdog's rule (ping only
 while rounds finish) on a clock the test moves."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.slurm.service import Notifier, Watchdog
+from blox_slurm.systemd import Notifier, Watchdog
 
 
 @pytest.fixture
@@ -97,3 +97,17 @@ def test_the_feeding_thread_pings_at_a_third_of_the_interval_and_stops(
 def test_no_feeding_thread_without_a_watchdog() -> None:
     assert Watchdog(Notifier({"NOTIFY_SOCKET": "/x"}), allowance=1.0).start(
         threading.Event()) is None
+
+
+def test_the_agent_says_ready_and_reports_each_tick(
+        systemd: tuple[socket.socket, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from blox_slurm.telemetry.agent import AgentStats
+    from blox_slurm.telemetry.cli import _supervise
+
+    sock, path = systemd
+    monkeypatch.setenv("NOTIFY_SOCKET", path)
+    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
+    tick = _supervise(threading.Event(), "node7", "http://ctl:9300", 10.0)
+    assert received(sock) == ["READY=1", "STATUS=sampling node7 every 10 s for http://ctl:9300"]
+    tick(AgentStats(sampled=8, sent=6, dropped=2))
+    assert received(sock) == ["STATUS=8 samples, 6 sent, 2 dropped"]

@@ -55,6 +55,8 @@ def test_agent_unit() -> None:
     u = unit("blox-slurm-agent.service")
     argv = exec_start("blox-slurm-agent.service")
     assert argv[0] == "agent" and "--controller" in argv and "--token-file" in argv
+    assert argv[argv.index("--controller") + 1].endswith(":9300")  # telemetry_listen's port
+    assert u["Service"]["Type"] == "notify" and int(u["Service"]["WatchdogSec"]) >= 30
     assert u["Service"]["Restart"] == "on-failure" and u["Service"]["KillSignal"] == "SIGTERM"
     assert u["Install"]["WantedBy"] == "multi-user.target"
 

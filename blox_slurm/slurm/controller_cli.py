@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..logs import console, setup_logging
+from ..systemd import HUNG_ROUND_SECONDS, Notifier, Watchdog
 from .backends import select_backend
 from .calibrate import calibrate as measure
 from .cli_common import (
@@ -39,7 +40,6 @@ from .controller import handback as release_held
 from .controller_config import ConfigError, ControllerConfig
 from .job_submit import heartbeat_age, heartbeat_fresh
 from .queue_view import publish
-from .service import HUNG_ROUND_SECONDS, Notifier, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ def _telemetry(cfg: ControllerConfig, ctl: Controller) -> Any:
 
 class _Service:
     """What the daemon tells the world besides Slurm: systemd (readiness, status, watchdog:
-    :mod:`service`), the operator's terminal (``--verbose``), the users (the queue file) and
-    the agents (the telemetry endpoint, served only by the active controller)."""
+    :mod:`blox_slurm.systemd`), the operator's terminal (``--verbose``), the users (the queue
+    file) and the agents (the telemetry endpoint, served only by the active controller)."""
 
     def __init__(self, cfg: ControllerConfig, ctl: Controller, banner: str,
                  verbose: bool) -> None:

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -174,9 +174,11 @@ def run_agent(
     timeout: float = 5.0,
     retries: int = 3,
     backoff: float = 0.5,
+    on_tick: Callable[[AgentStats], None] | None = None,
 ) -> AgentStats:
     """Sample, queue and ship every ``interval`` seconds until ``stop_event`` is set (or
-    ``iterations`` ticks have run, for tests). Returns what happened."""
+    ``iterations`` ticks have run, for tests); ``on_tick`` after each (the CLI feeds
+    systemd's watchdog there). Returns what happened."""
     shipper = Shipper(url, token, node, timeout, retries, backoff, stop_event)
     queue = SampleQueue(buffer_size)
     stats = AgentStats()
@@ -193,6 +195,8 @@ def run_agent(
         stats.dropped += queue.extend(samples)
         shipper.flush(queue, stats)
         ticks += 1
+        if on_tick is not None:
+            on_tick(stats)
         if iterations is not None and ticks >= iterations:
             break
         stop_event.wait(max(0.0, interval - (time.monotonic() - started)))

@@ -7,12 +7,15 @@ import logging
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..logs import setup_logging
+from ..systemd import Notifier, Watchdog
+from .agent import AgentStats, run_agent
 from .base import GpuTelemetry, TelemetryError
 
 _HOST = socket.gethostname().split(".")[0]  # Slurm node names are short host names
@@ -47,6 +50,25 @@ def make_backend(backend: Backend, node: str, gpus: int, allocations: Path | Non
     return EmulatedTelemetry(node, gpus, allocations_from_file(allocations))
 
 
+def _supervise(stop: threading.Event, node: str, url: str,
+               interval: float) -> Callable[[AgentStats], None]:
+    """Under systemd (Type=notify): ready once the GPUs can be read, status and watchdog
+    after every tick. A tick is at most a sample plus a bounded POST with retries, so one
+    not finished in three intervals and a minute is a hung agent for systemd to restart."""
+    notifier = Notifier()
+    watchdog = Watchdog(notifier, allowance=3 * interval + 60)
+    notifier.ready(f"sampling {node} every {interval:g} s for {url}")
+    watchdog.activate()
+    watchdog.start(stop)
+
+    def tick(stats: AgentStats) -> None:
+        watchdog.progress()
+        notifier.status(f"{stats.sampled} samples, {stats.sent} sent, {stats.dropped} "
+                        "dropped")
+
+    return tick
+
+
 def agent(
     controller: Annotated[
         str, typer.Option("--controller", help="Controller URL, e.g. http://ctl:9090")
@@ -68,7 +90,6 @@ def agent(
     ] = None,
 ) -> None:
     """Sample this node's GPUs and ship them to the controller until SIGTERM/SIGINT."""
-    from .agent import run_agent
 
     setup_logging(daemon=True, level=logging.INFO)
     token = read_token(token_file)
@@ -80,8 +101,9 @@ def agent(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    on_tick = _supervise(stop, node, controller, interval)
     try:
-        stats = run_agent(source, controller, token, node, interval, stop)
+        stats = run_agent(source, controller, token, node, interval, stop, on_tick=on_tick)
     except ValueError as exc:  # bad URL or node name
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
