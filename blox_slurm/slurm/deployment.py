@@ -20,7 +20,7 @@ from .checks import Check
 from .cli_backend import CliBackend
 from .client import SlurmError
 from .controller_config import ControllerConfig
-from .job_submit import CONFIG_NAME, heartbeat_age, read_config
+from .job_submit import heartbeat_age, read_config
 from .preflight import missing_partitions, plugin_config_path, plugin_disagreement
 
 
@@ -45,22 +45,22 @@ def plugin_loaded(cli: CliBackend) -> Check:
 def plugin_config(cfg: ControllerConfig) -> Check:
     path = plugin_config_path(cfg)
     if path is None:
-        return Check(CONFIG_NAME, True, "not checked (plugin_config = \"\")")
+        return Check("plugin_conf", True, "not checked (plugin_config = \"\")")
     problem = plugin_disagreement(cfg)
     if problem is not None:
-        return Check(CONFIG_NAME, False, problem)
+        return Check("plugin_conf", False, problem)
     plugin, error = read_config(path)
     if error is not None or not path.exists():
-        return Check(CONFIG_NAME, False, f"{path}: {error or 'missing'}; the plugin uses its "
+        return Check("plugin_conf", False, f"{path}: {error or 'missing'}; the plugin uses its "
                      "defaults")
     if cfg.lease_seconds < plugin.max_age:
-        return Check(CONFIG_NAME, False, f"lease_seconds {cfg.lease_seconds:g} < the plugin's "
+        return Check("plugin_conf", False, f"lease_seconds {cfg.lease_seconds:g} < the plugin's "
                      f"max_age {plugin.max_age}: the watchdog would release jobs the plugin "
                      "still holds; make them equal")
     if cfg.round_seconds * 2 > plugin.max_age:
-        return Check(CONFIG_NAME, False, f"round_seconds {cfg.round_seconds:g} is more than half "
+        return Check("plugin_conf", False, f"round_seconds {cfg.round_seconds:g} is more than half "
                      f"of max_age {plugin.max_age}: one slow round makes the plugin fail open")
-    return Check(CONFIG_NAME, True, f"{path} agrees (partitions, heartbeat, max_age "
+    return Check("plugin_conf", True, f"{path} agrees (partitions, heartbeat, max_age "
                  f"{plugin.max_age} s)")
 
 

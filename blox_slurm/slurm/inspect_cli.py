@@ -222,7 +222,7 @@ def doctor(
     report = diagnose(conf, cfg)
     if path is not None:
         report.checks.insert(0, problem or Check("config", True, str(path)))
-    text = Text("\n".join(f"{'ok ' if c.ok else 'NO '} {c.name:10} {c.detail}"
+    text = Text("\n".join(f"{'ok ' if c.ok else 'NO '} {c.name:11} {c.detail}"
                           for c in report.checks))
     emit(report.as_dict(), as_json, text)
     if not report.ok:

@@ -85,7 +85,7 @@ def test_the_daemon_speaks_to_systemd_and_doctor_checks_it_while_it_runs(
         failed = {name: c["detail"] for name, c in checks.items()
                   if not c["ok"] and name != "nvml"}
         assert failed == {}, failed
-        assert {"config", "plugin", "partitions", "blox_job_submit.conf", "heartbeat",
+        assert {"config", "plugin", "partitions", "plugin_conf", "heartbeat",
                 "store"} <= set(checks)
         queue = json.loads((tmp_path / "queue.json").read_text())
         assert queue["composition"] == "fifo" and queue["round"] >= 3
@@ -112,10 +112,10 @@ def test_a_config_error_exits_2_before_ready(world: ManagedWorld, tmp_path: Path
 
 
 @pytest.mark.parametrize("extra, check, says", [
-    ({"lease_seconds": "30"}, "blox_job_submit.conf", "lease_seconds 30 < the plugin's max_age"),
-    ({"partitions": '["plain"]'}, "blox_job_submit.conf", "holds jobs in blox"),
-    ({"heartbeat": '"/tmp/elsewhere/hb"'}, "blox_job_submit.conf", "reads the heartbeat"),
-    ({"round_seconds": "60"}, "blox_job_submit.conf", "more than half of max_age"),
+    ({"lease_seconds": "30"}, "plugin_conf", "lease_seconds 30 < the plugin's max_age"),
+    ({"partitions": '["plain"]'}, "plugin_conf", "holds jobs in blox"),
+    ({"heartbeat": '"/tmp/elsewhere/hb"'}, "plugin_conf", "reads the heartbeat"),
+    ({"round_seconds": "60"}, "plugin_conf", "more than half of max_age"),
     ({}, "store", "has `blox-slurm run` started?"),
 ])
 def test_doctor_names_what_to_fix_in_a_broken_deployment(
