@@ -49,7 +49,9 @@ REQUIRED = {
     "scancel": "slurm-client",
 }
 MUNGE = {"munged": "munge", "mungekey": "munge"}
-TAG = "BLOX_EMULATOR_DIR"  # set in every daemon's environment: marks its descendants as ours
+# Set in every daemon's environment: marks its descendants as ours, for `down` to stop. A name
+# of its own: BLOX_EMULATOR_DIR (users export it) once made `down` kill the calling shell.
+TAG = "BLOX_EMULATOR_OWNED_BY"
 
 _NO_RETRY = RetryPolicy(attempts=1)
 

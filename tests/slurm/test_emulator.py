@@ -205,6 +205,10 @@ def test_cli_up_8x4_status_down_leaves_nothing(tmp_path: Path) -> None:
         return subprocess.run([*cli, *args, "--run-dir", str(run_dir), "--json"],  # noqa: S603
                               capture_output=True, text=True, timeout=60, check=False)
 
+    # A shell of the user's that exported BLOX_EMULATOR_DIR (as docs/emulator.md suggests)
+    # is not the emulator's: `down` once killed it.
+    bystander = subprocess.Popen(["sleep", "300"],  # noqa: S603, S607
+                                 env={**os.environ, "BLOX_EMULATOR_DIR": str(run_dir.resolve())})
     up = blox("up", "--nodes", "8", "--gpus-per-node", "4")
     assert up.returncode == 0, up.stderr
     assert json.loads(up.stdout)["seconds"] > 0  # how long it took: benchmarks/, not here
@@ -218,6 +222,9 @@ def test_cli_up_8x4_status_down_leaves_nothing(tmp_path: Path) -> None:
     down = blox("down")
     assert down.returncode == 0, down.stderr
     assert not any(cluster._alive(p) for p in pids)
+    assert bystander.poll() is None, "down killed a process that was not the emulator's"
+    bystander.kill()
+    bystander.wait()
     assert not run_dir.exists()
     tag = f"{cluster.TAG}={run_dir.resolve()}".encode()
     for proc in Path("/proc").iterdir():
