@@ -44,6 +44,13 @@ TESTED_SERIES = ("22.05", "24.11", "26.05")
 #: The oldest release whose ``scontrol show nodes`` speaks JSON (data_parser v0.0.39).
 _SCONTROL_JSON = (23, 2)
 
+#: The first release whose ``squeue --json`` applies squeue's filters (data_parser).
+_JSON_FILTERS = (23, 2)
+#: The oldest supported release without ``squeue --array-unique``.
+_NO_ARRAY_UNIQUE = (24, 11)
+#: The oldest supported release whose ``squeue -O`` has ``ExcNodes``.
+_EXC_NODES = (24, 11)
+
 _PARSER = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 
 
@@ -74,6 +81,36 @@ class Dialect:
         if self.major_minor >= _SCONTROL_JSON:
             return ["scontrol", "show", "nodes", "--json"]
         return ["sinfo", "--json"]
+
+    @property
+    def json_filters(self) -> bool:
+        """Whether ``squeue --json`` honours ``--partition``, ``--states`` and ``--jobs``
+        (22.05 prints every job whatever it is given; checked live on every version by
+        tests/slurm/test_queue_read_live.py)."""
+        return self.major_minor >= _JSON_FILTERS
+
+    @property
+    def plain_exc_nodes(self) -> bool:
+        """Whether ``squeue -O`` can print excluded nodes (``ExcNodes``: not in 22.05's,
+        which only ``-o %x`` prints; present in 24.11's and 26.05's)."""
+        return self.major_minor >= _EXC_NODES
+
+    @property
+    def plain_squeue(self) -> list[str]:
+        """The plain queue read (its format comes from the environment: see
+        :mod:`~.squeue_plain`), one line per job record: plain squeue folds an array's
+        waiting tasks into one line, split ones too. 22.05's ``--array-unique`` prints each
+        record once; later releases dropped it, and their ``-r`` prints an array's own
+        record once per waiting task (:mod:`~.queue_read` puts it back together)."""
+        lines = ["-r"] if self.major_minor >= _NO_ARRAY_UNIQUE else ["--array-unique"]
+        return ["squeue", "-h", "--noconvert", *lines, "--states=all"]
+
+    def json_argv(self, ids: Sequence[int] | None = None) -> list[str]:
+        """The ``--json`` read that lists every job, or at least ``ids``: only those where
+        Slurm honours ``--jobs``, else the whole queue."""
+        where = [f"--jobs={','.join(str(i) for i in ids)}"] if (
+            ids is not None and self.json_filters) else []
+        return ["squeue", "--json", "--states=all", *where]
 
     def __str__(self) -> str:
         return f"Slurm {self.release} (data_parser {self.data_parser})"

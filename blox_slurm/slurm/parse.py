@@ -9,9 +9,11 @@ naming the field, never a bare ``KeyError``.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -20,9 +22,11 @@ from .client import GresAlloc, SlurmJob, SlurmNode
 # ---------------------------------------------------------------------------- hostlists
 
 
+@lru_cache(maxsize=4096)
 def expand_hostlist(expr: str) -> tuple[str, ...]:
     """``node[1,3-4],gpu07`` -> ``(node1, node3, node4, gpu07)``; keeps zero padding
-    (``n[08-10]`` -> n08 n09 n10) and expands several bracket groups in one name."""
+    (``n[08-10]`` -> n08 n09 n10) and expands several bracket groups in one name. Cached:
+    a queue of 20,000 jobs names a few dozen node lists."""
     return tuple(name for part in _split_top(expr, ",") if part for name in _expand_one(part))
 
 
@@ -77,9 +81,11 @@ _GRES = re.compile(
 )
 
 
+@lru_cache(maxsize=1024)
 def parse_gres(text: str) -> GresAlloc | None:
     """The GPU entry of one node's GRES string: ``gpu:4(IDX:2-5)``, ``gpu:v100:2(IDX:0,2)``,
-    ``gpu:v100:4`` (a configured count), ``gres:gpu:2`` (a request). None if no GPU entry."""
+    ``gpu:v100:4`` (a configured count), ``gres:gpu:2`` (a request). None if no GPU entry.
+    Cached: every job of a queue asks with one of a few strings."""
     for entry in _split_top(text, ","):
         m = _GRES.match(entry)
         if m is None:
@@ -93,6 +99,7 @@ def parse_gres(text: str) -> GresAlloc | None:
     return None
 
 
+@lru_cache(maxsize=1024)
 def parse_mem_mb(text: str) -> int:
     """``32G`` / ``512M`` / ``1T`` / ``1024`` (MB) -> MB."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", text.strip().upper())
@@ -108,11 +115,12 @@ def requested_gpus(
     """Total GPUs and type a job asked for, from Slurm's ``tres_per_*`` strings
     (``--gpus=5`` -> per job, ``--gres=gpu:2`` / ``--gpus-per-node`` -> per node,
     ``--gpus-per-task`` -> per task)."""
-    total, gpu_type, _ = _requested(per_job, per_node, per_task, nodes, tasks)
+    total, gpu_type, _ = requested(per_job, per_node, per_task, nodes, tasks)
     return total, gpu_type
 
 
-def _requested(
+@lru_cache(maxsize=1024)
+def requested(
     per_job: str, per_node: str, per_task: str, nodes: int, tasks: int
 ) -> tuple[int, str, int]:
     """:func:`requested_gpus` plus the node count the request binds the job to: for GPUs
@@ -258,7 +266,7 @@ def _exit_status(d: Mapping[str, Any]) -> int:
     return (_num(d, "exit_code") >> 8) & 0xFF
 
 
-def _nodes_of(expr: str) -> tuple[str, ...]:
+def nodes_of(expr: str) -> tuple[str, ...]:
     return expand_hostlist(expr) if expr and expr != "(null)" else ()
 
 
@@ -277,13 +285,13 @@ def job_from_json(j: Mapping[str, Any]) -> SlurmJob:
 
 
 def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
-    nodes = _nodes_of(_text(j, "nodes"))
+    nodes = nodes_of(_text(j, "nodes"))
     node_count = _num(j, "node_count", 1)
-    num_gpus, gpu_type, gpu_nodes = _requested(
+    num_gpus, gpu_type, gpu_nodes = requested(
         _text(j, "tres_per_job"), _text(j, "tres_per_node"), _text(j, "tres_per_task"),
         node_count, _num(j, "tasks", 1),
     )
-    alloc = _gres_by_node(nodes, [str(x) for x in j.get("gres_detail") or []])
+    alloc = gres_by_node(nodes, [str(x) for x in j.get("gres_detail") or []])
     if alloc:
         num_gpus = sum(a.count for a in alloc.values())
     cpus = _num(j, "cpus")
@@ -307,21 +315,32 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
                    or _num(j, "memory_per_cpu") * cpus),
         submit_time=_time(j, "submit_time"),
         start_time=_time(j, "start_time"),
-        end_time=_time(j, "end_time"),
+        end_time=_end_time(j),
         eligible_time=_time(j, "eligible_time"),
         comment=_text(j, "comment"),
         admin_comment=_text(j, "admin_comment"),
         restart_cnt=_num(j, "restart_cnt"),
         requeue=bool(j.get("requeue", True)),
-        req_nodes=_nodes_of(_text(j, "required_nodes")),
-        exc_nodes=_nodes_of(_text(j, "excluded_nodes")),
+        req_nodes=nodes_of(_text(j, "required_nodes")),
+        exc_nodes=nodes_of(_text(j, "excluded_nodes")),
         work_dir=_text(j, "current_working_directory"),
         exit_code=_exit_status(j),
         dependency=_text(j, "dependency"),
         gpu_nodes=gpu_nodes,
-        **_array(_num(j, "array_job_id"), _optional_num(j, "array_task_id"),
+        **array_fields(_num(j, "array_job_id"), _optional_num(j, "array_task_id"),
                  _text(j, "array_task_string"), _num(j, "array_max_tasks")),
     )
+
+
+def _end_time(j: Mapping[str, Any]) -> float | None:
+    """When the job's run ends or ended. None for a job with no time limit whose end lies
+    ahead: Slurm fills in a placeholder there (its start plus a year while it runs, a stale
+    value while it waits), which ``squeue`` prints as ``NONE``."""
+    end = _time(j, "end_time")
+    limit = j.get("time_limit")
+    unlimited = limit is None or (isinstance(limit, dict) and (
+        bool(limit.get("infinite")) or not limit.get("set", True)))
+    return None if end is not None and unlimited and end > time.time() else end
 
 
 def mem_per_gpu(text: str) -> int:
@@ -337,7 +356,7 @@ def _optional_num(d: Mapping[str, Any], key: str) -> int | None:
     return None if d.get(key) is None else (n if (n := _num(d, key, -1)) >= 0 else None)
 
 
-def _array(array_job_id: int, task_id: int | None, pending: str, throttle: int
+def array_fields(array_job_id: int, task_id: int | None, pending: str, throttle: int
            ) -> dict[str, Any]:
     """The array fields of a job record. Slurm prints the pending tasks of a record that
     still holds several as ``0-7%2`` (the throttle after ``%``); a record holding one
@@ -352,7 +371,7 @@ def _array(array_job_id: int, task_id: int | None, pending: str, throttle: int
             "array_max_tasks": throttle}
 
 
-def _gres_by_node(nodes: tuple[str, ...], details: list[str]) -> Mapping[str, GresAlloc]:
+def gres_by_node(nodes: tuple[str, ...], details: list[str]) -> Mapping[str, GresAlloc]:
     """``gres_detail`` has one entry per allocated node, in the node list's order."""
     out = {}
     for node, detail in zip(nodes, details, strict=False):
@@ -428,7 +447,10 @@ def _null(v: str) -> str:
 
 
 def _stime(v: str) -> float | None:
-    """scontrol prints local time, second resolution; ``Unknown``/``None`` for unset."""
+    """scontrol prints local time, second resolution (epoch seconds under
+    ``SLURM_TIME_FORMAT=%s``, as the CLI backend runs it); ``Unknown``/``None`` for unset."""
+    if v.isdigit():
+        return float(v) if int(v) > 0 else None
     try:
         return datetime.fromisoformat(v).timestamp()
     except ValueError:
@@ -450,6 +472,38 @@ def job_from_scontrol(line: str) -> SlurmJob:
         raise MalformedField("(a number or time)", str(e), "an `scontrol show job` line") from None
 
 
+def held_gpus(out: str, job_id: int, name: str) -> dict[str, GresAlloc]:
+    """The GPUs one job holds per node, from ``scontrol -d show job -o REF`` for it.
+
+    Read only between the job's name, which the caller knows from the queue (so the name
+    itself may hold anything), and ``MinCPUsNode=``: nothing a user can type lies between
+    (the comment, the command, the working directory and the output paths all come later),
+    so no text in the job can pose as a detail group. :class:`MalformedField` if the output
+    is not that job's record."""
+    head = f" JobName={name} "
+    at = out.find(head) if out.startswith(f"JobId={job_id} ") else -1
+    end = out.find(" MinCPUsNode=", at + len(head)) if at >= 0 else -1
+    if end < 0:
+        raise MalformedField("JobName/MinCPUsNode", out[:80], f"job {job_id}")
+    try:
+        return _detail_alloc(scontrol_pairs(out[at + len(head):end]))
+    except ValueError as e:
+        raise MalformedField("GRES", str(e), f"job {job_id}") from None
+
+
+def array_throttle(out: str) -> int:
+    """An array's throttle (``--array=..%N``; 0 without one) from ``scontrol show job -o``
+    of one of its records, read before ``JobName=`` (only ids come first, no user text)."""
+    head = out.partition(" JobName=")[0]
+    fields = dict(scontrol_pairs(head))
+    if "ArrayJobId" not in fields:
+        raise MalformedField("ArrayJobId", head[:80] or MISSING, "an array's record")
+    try:
+        return int(fields.get("ArrayTaskThrottle", "0"))
+    except ValueError:
+        raise MalformedField("ArrayTaskThrottle", fields["ArrayTaskThrottle"]) from None
+
+
 def _detail_alloc(pairs: list[tuple[str, str]]) -> dict[str, GresAlloc]:
     """The GPUs held per node, from ``-d``'s detail groups (``Nodes=node[1-2] CPU_IDs=..
     Mem=.. GRES=gpu:v100:2(IDX:0-1)``), a group's GRES being what *each* of its nodes holds.
@@ -459,7 +513,7 @@ def _detail_alloc(pairs: list[tuple[str, str]]) -> dict[str, GresAlloc]:
     current: tuple[str, ...] = ()
     for k, v in pairs:
         if k == "Nodes":
-            current = _nodes_of(v)
+            current = nodes_of(v)
         elif k == "GRES" and current:
             g = parse_gres(v)
             if g is not None and g.count:
@@ -487,10 +541,10 @@ def _scontrol_fields(line: str) -> ParsedJob:
     pairs = scontrol_pairs(line)
     f = dict(pairs)
     alloc = _detail_alloc(pairs)
-    nodes = _nodes_of(_null(f.get("NodeList", "")))
+    nodes = nodes_of(_null(f.get("NodeList", "")))
     num_nodes = _least(f.get("NumNodes", "1"), 1)
     cpus = _least(f.get("NumCPUs", "0"), 0)
-    num_gpus, gpu_type, gpu_nodes = _requested(
+    num_gpus, gpu_type, gpu_nodes = requested(
         _null(f.get("TresPerJob", "")),
         _null(f.get("TresPerNode", "")),
         _null(f.get("TresPerTask", "")),
@@ -524,12 +578,12 @@ def _scontrol_fields(line: str) -> ParsedJob:
         admin_comment=_null(f.get("AdminComment", "")),
         restart_cnt=int(f.get("Restarts", "0")),
         requeue=f.get("Requeue", "1") == "1",
-        req_nodes=_nodes_of(_null(f.get("ReqNodeList", ""))),
-        exc_nodes=_nodes_of(_null(f.get("ExcNodeList", ""))),
+        req_nodes=nodes_of(_null(f.get("ReqNodeList", ""))),
+        exc_nodes=nodes_of(_null(f.get("ExcNodeList", ""))),
         work_dir=_null(f.get("WorkDir", "")),
         exit_code=int(f.get("ExitCode", "0:0").split(":")[0]),
         dependency=_null(f.get("Dependency", "")),
         gpu_nodes=gpu_nodes,
-        **_array(int(f.get("ArrayJobId", "0")), None, f.get("ArrayTaskId", ""),
+        **array_fields(int(f.get("ArrayJobId", "0")), None, f.get("ArrayTaskId", ""),
                  int(f.get("ArrayTaskThrottle", "0"))),
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _recorded import Recorded
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -134,45 +135,36 @@ def test_the_arrays_own_record_waits_for_the_tasks_split_before_it() -> None:
     assert held_back({9: own, **running}) == {}
 
 
-class Slurm:
-    """Scripted command outputs for a :class:`CliBackend`: records every argv."""
+class Slurm(Recorded):
+    """22.05's recorded scene for reads (array 8: its own record holding tasks 2-3, and
+    tasks 0 and 1 split off as jobs 9 and 10); verbs succeed, or fail with ``fail``."""
 
-    def __init__(self, queue: dict[str, Any]) -> None:
-        self.queue = queue
-        self.argvs: list[list[str]] = []
+    def __init__(self) -> None:
+        super().__init__(FIX / "22.05")
         self.fail: str = ""
 
-    def __call__(self, argv: Sequence[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        self.argvs.append(list(argv))
-        if argv[0] == "squeue":
-            return subprocess.CompletedProcess(argv, 0, json.dumps(self.queue), "")
+    def __call__(self, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "squeue" or argv[:2] in (["sinfo", "--json"], ["scontrol", "-d"]) or (
+                argv[:3] == ["scontrol", "show", "job"]):
+            return super().__call__(argv, **kw)
+        self.argvs.append(tuple(argv))
         if self.fail:
             return subprocess.CompletedProcess(argv, 1, "", self.fail)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
-def backend(slurm: Slurm) -> CliBackend:
-    return CliBackend(runner=Runner(retry=RetryPolicy(attempts=1), execute=slurm,
-                                    sleep=lambda _: None))
-
-
 def test_the_cli_backend_names_array_tasks_a_t_and_maps_their_errors_back() -> None:
-    data = json.loads((FIX / "22.05" / "squeue.json").read_text())
-    data["jobs"] = [
-        record("22.05", job_id=9, array_job_id=9, array_task_id=5, array_task_string=""),
-        record("22.05", job_id=12, array_job_id=9, array_task_id=2, array_task_string=""),
-        record("22.05", job_id=40),
-    ]
-    slurm = Slurm(data)
-    cli = backend(slurm)
+    slurm = Slurm()
+    cli = CliBackend(runner=Runner(retry=RetryPolicy(attempts=1), execute=slurm,
+                                   sleep=lambda _: None))
     cli.list_jobs()
-    cli.release([9, 12, 40])
-    assert slurm.argvs[-1] == ["scontrol", "release", "9_5,9_2,40"]  # never "9": all tasks
+    cli.release([9, 10, 5])
+    assert slurm.argvs[-1] == ("scontrol", "release", "8_0,8_1,5")  # never "8": all tasks
     cli.cancel([9])
-    assert slurm.argvs[-1] == ["scancel", "9_5"]
-    cli.split_array(9, [0, 1, 3])
-    assert slurm.argvs[-1] == ["scontrol", "hold", "9_[0-1,3]"]
-    slurm.fail = "9_5: Job is pending execution\nJob is pending execution for job 40\n"
+    assert slurm.argvs[-1] == ("scancel", "8_0")
+    cli.split_array(8, [2, 3])
+    assert slurm.argvs[-1] == ("scontrol", "hold", "8_[2-3]")
+    slurm.fail = "8_0: Job is pending execution\nJob is pending execution for job 5\n"
     with pytest.raises(SlurmError) as err:
-        cli.requeue_hold([9, 40])
-    assert set(err.value.failed_ids) == {9, 40}
+        cli.requeue_hold([9, 5])
+    assert set(err.value.failed_ids) == {9, 5}

@@ -1,65 +1,31 @@
 """The CLI backend reads every supported Slurm by what its output says.
 
 Each ``fixtures/<major.minor>/`` directory is one Slurm's real output for the same scene
-(recorded by ``record_fixtures.py``: 3 v100 + 1 k80 nodes, node4 drained, seven jobs). The
-backend runs over a runner that answers from those files, so the whole read path is tested:
-the dialect learnt from ``meta``, the node command it picks, the parsers, the errors. No Slurm
-needed. The reference outputs in ``../shared/data/slurm`` (another scene) are read too when
-present.
+(recorded by ``record_fixtures.py``: 3 v100 + 1 k80 nodes, node4 drained, eight jobs, one an
+array with two tasks split off). The backend runs over a runner that answers from those files,
+so the whole read path is tested: the dialect learnt from ``meta``, the node command it picks,
+the plain queue read and the JSON one, the parsers, the errors. No Slurm needed. The
+reference outputs in ``../shared/data/slurm`` (another scene) are read too when present.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _recorded import FILES, backend
 
-from blox_slurm.slurm.cli_backend import CliBackend
 from blox_slurm.slurm.client import SlurmError, SlurmJob, SlurmNode
 from blox_slurm.slurm.dialect import Dialect, dialect_of
 from blox_slurm.slurm.parse import MalformedField, job_from_json, node_from_json
-from blox_slurm.slurm.runner import RetryPolicy, Runner
 
 FIX = Path(__file__).parent / "fixtures"
 VERSIONS = sorted(p.name for p in FIX.iterdir() if (p / "release.txt").exists())
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "slurm"
-FILES = {
-    ("squeue", "--json", "--states=all"): "squeue.json",
-    ("sinfo", "--json"): "sinfo.json",
-    ("scontrol", "show", "nodes", "--json"): "scontrol_show_nodes.json",
-}
 SHARED_FILES = {**FILES, ("scontrol", "show", "nodes", "--json"): "scontrol_show_node.json"}
-
-
-class Recorded:
-    """A ``subprocess.run`` stand-in answering from one version's recorded files."""
-
-    def __init__(self, root: Path, files: dict[tuple[str, ...], str] = FILES,
-                 edit: Callable[[str, dict[str, Any]], None] | None = None) -> None:
-        self.root, self.files, self.edit = root, files, edit
-        self.argvs: list[tuple[str, ...]] = []
-
-    def __call__(self, argv: Sequence[str], **_: object) -> subprocess.CompletedProcess[str]:
-        self.argvs.append(tuple(argv))
-        name = self.files.get(tuple(argv))
-        if name is None or not (self.root / name).exists():
-            return subprocess.CompletedProcess(argv, 1, "", f"{argv[0]}: unrecognized option")
-        text = (self.root / name).read_text()
-        if self.edit is not None:
-            data = json.loads(text)
-            self.edit(name, data)
-            text = json.dumps(data)
-        return subprocess.CompletedProcess(argv, 0, text, "")
-
-
-def backend(root: Path, **kw: Any) -> tuple[CliBackend, Recorded]:
-    fake = Recorded(root, **kw)
-    return CliBackend(runner=Runner(retry=RetryPolicy(attempts=1), execute=fake)), fake
 
 
 def _read(version: str) -> tuple[str, list[SlurmJob], list[SlurmNode], list[tuple[str, ...]]]:
@@ -81,26 +47,36 @@ def test_the_dialect_comes_from_meta_and_picks_the_node_call(version: str) -> No
     assert release.startswith(version)
     node_call = ("sinfo", "--json") if version == "22.05" else (
         "scontrol", "show", "nodes", "--json")
+    one_line_per_record = "--array-unique" if version == "22.05" else "-r"
     # One read to learn the dialect (on 22.05 it is the node list itself), then the node
-    # list, then the queue; a steady round is the last two only.
-    assert argvs[-2:] == [node_call, ("squeue", "--json", "--states=all")]
+    # list, then the queue in the plain format (never `squeue --json`: the requeued job's
+    # description is one whose code is known), then what the plain format lacks.
+    plain = ("squeue", "-h", "--noconvert", one_line_per_record, "--states=all")
+    assert argvs[argvs.index(node_call) + 1] == plain
     assert argvs.count(("sinfo", "--json")) == 1
+    assert not [a for a in argvs if "--json" in a and a[0] == "squeue"]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_scene_parses_the_same_on_every_version(version: str) -> None:
     _, jobs, nodes, _ = _read(version)
     by_id = {j.job_id: j for j in jobs}
-    assert sorted(by_id) == [1, 2, 3, 4, 5, 6, 7]
+    assert sorted(by_id) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     for i, gpus in ((1, 2), (2, 4), (3, 3), (6, 1)):
         assert by_id[i].state == "RUNNING" and by_id[i].num_gpus == gpus
         assert sum(a.count for a in by_id[i].gpu_alloc.values()) == gpus
     assert by_id[1].gpu_type == "v100"
-    assert by_id[4].held and by_id[4].num_gpus == 1
+    assert by_id[4].held and by_id[4].num_gpus == 1 and by_id[4].exc_nodes == ("node4",)
+    assert by_id[4].name == by_id[4].comment == "odd|name, with\ta tab\nand a newline"
     assert by_id[5].pending and not by_id[5].held and by_id[5].num_gpus == 8
     assert by_id[5].num_nodes == 2
     assert by_id[6].partition == "plain"
     assert by_id[7].held and by_id[7].restart_cnt == 1 and not by_id[7].nodes
+    assert by_id[7].reason == "JobHeldUser"  # squeue shows "job requeued in held state"
+    assert by_id[8].unsplit_array and by_id[8].array_tasks == "2-3"
+    assert [(by_id[i].array_job_id, by_id[i].array_task_id) for i in (9, 10)] == [
+        (8, 0), (8, 1)]
+    assert {by_id[i].array_max_tasks for i in (8, 9, 10)} == {2}
     named = {n.name: n for n in nodes}
     assert sorted(named) == ["node1", "node2", "node3", "node4"]
     assert named["node4"].draining and not named["node4"].down
@@ -117,7 +93,8 @@ def test_the_scene_parses_the_same_on_every_version(version: str) -> None:
 def _shape(jobs: list[SlurmJob], nodes: list[SlurmNode]) -> object:
     """What must not depend on the version (times, paths and priorities may)."""
     return ([(j.job_id, j.state, j.held, j.num_gpus, j.gpu_type, j.num_nodes, j.nodes,
-              dict(j.gpu_alloc), j.partition, j.restart_cnt, j.requeue, j.cpus) for j in jobs],
+              dict(j.gpu_alloc), j.partition, j.restart_cnt, j.requeue, j.cpus)
+             for j in sorted(jobs, key=lambda j: j.job_id)],
             [(n.name, n.state, n.flags, n.gpus_total, n.gpus_used, n.gpu_type,
               n.gpus_used_indices, n.cpus, n.memory_mb, n.features) for n in nodes])
 
@@ -136,7 +113,7 @@ SHARED_VERSIONS = sorted(p.name for p in SHARED.glob("[0-9]*")) if SHARED.exists
 def test_reference_outputs_parse(version: str) -> None:
     """The issue's reference outputs: 4 x 4 GPUs, six jobs (three running)."""
     cli, _ = backend(SHARED / version, files=SHARED_FILES)
-    nodes, jobs = cli.list_nodes(), cli.list_jobs()
+    nodes, jobs = cli.list_nodes(), [j for j in cli.json_jobs() if j.queued]
     assert cli.version().startswith(version)
     assert [n.gpus_used for n in nodes] == [2, 4, 3, 0]
     assert [j.state for j in jobs].count("RUNNING") == 3 and len(jobs) == 6
@@ -164,13 +141,13 @@ def _set(name: str, key: str, value: object) -> Callable[[str, dict[str, Any]], 
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(("edit", "read", "field"), [
-    (_drop("squeue.json", "job_id"), "list_jobs", "job_id"),
-    (_drop("squeue.json", "job_state"), "list_jobs", "job_state"),
-    (_set("squeue.json", "priority", "high"), "list_jobs", "priority"),
-    (_set("squeue.json", "job_state", []), "list_jobs", "job_state"),
-    (_set("squeue.json", "nodes", {"a": 1}), "list_jobs", "nodes"),
-    (_set("squeue.json", "submit_time", [1]), "list_jobs", "submit_time"),
-    (_set("squeue.json", "nodes", "node[1-x]"), "list_jobs", "nodes"),
+    (_drop("squeue.json", "job_id"), "json_jobs", "job_id"),
+    (_drop("squeue.json", "job_state"), "json_jobs", "job_state"),
+    (_set("squeue.json", "priority", "high"), "json_jobs", "priority"),
+    (_set("squeue.json", "job_state", []), "json_jobs", "job_state"),
+    (_set("squeue.json", "nodes", {"a": 1}), "json_jobs", "nodes"),
+    (_set("squeue.json", "submit_time", [1]), "json_jobs", "submit_time"),
+    (_set("squeue.json", "nodes", "node[1-x]"), "json_jobs", "nodes"),
 ])
 def test_a_bad_job_field_is_a_slurm_error_naming_field_command_and_version(
         version: str, edit: Any, read: str, field: str) -> None:
@@ -208,7 +185,7 @@ def test_a_missing_list_or_meta_is_a_slurm_error(version: str) -> None:
         data.pop("meta")
 
     with pytest.raises(SlurmError, match="`jobs`.* missing"):
-        backend(FIX / version, edit=no_jobs)[0].list_jobs()
+        backend(FIX / version, edit=no_jobs)[0].json_jobs()
     with pytest.raises(SlurmError, match="without a `meta` block"):
         backend(FIX / version, edit=no_meta)[0].list_jobs()
 
@@ -216,7 +193,7 @@ def test_a_missing_list_or_meta_is_a_slurm_error(version: str) -> None:
 def test_unknown_extra_fields_are_ignored() -> None:
     version = VERSIONS[-1]
     cli, _ = backend(FIX / version, edit=_set("squeue.json", "a_field_from_27_05", {"x": [1]}))
-    assert len(cli.list_jobs(finished=True)) == 7
+    assert len(cli.json_jobs()) == 10
 
 
 @pytest.mark.parametrize(("state", "base", "flags"), [
