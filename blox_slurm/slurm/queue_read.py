@@ -99,12 +99,14 @@ class QueueReader:
                ) -> list[ParsedJob]:
         """The records, each parsed once while its text stays the same."""
         seen: dict[str, ParsedJob] = {}
+        jobs = []
         for record in fmt.records(out):
             exc = None if excluded is None else excluded.get(_leading_id(fmt, record), "")
             key = record if exc is None else f"{record}\n{exc}"
-            seen[key] = self._parsed.get(key) or job_from_plain(fmt.values(record), exc)
+            job = seen[key] = self._parsed.get(key) or job_from_plain(fmt.values(record), exc)
+            jobs.append(job)
         self._parsed = seen
-        return list(seen.values())
+        return jobs
 
     def _excluded(self, argv: list[str], dialect: Dialect) -> dict[int, str]:
         """Excluded nodes by job id (``-o "%A %x"``: an id, then a node list, which holds

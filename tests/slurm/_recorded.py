@@ -16,12 +16,13 @@ from blox_slurm.slurm.cli_backend import CliBackend
 from blox_slurm.slurm.runner import RetryPolicy, Runner
 from blox_slurm.slurm.squeue_plain import FIELDS
 
+SQUEUE_NAME = dict(FIELDS)  # our field name -> squeue -O name
+
 FILES = {
     ("squeue", "--json", "--states=all"): "squeue.json",
     ("sinfo", "--json"): "sinfo.json",
     ("scontrol", "show", "nodes", "--json"): "scontrol_show_nodes.json",
 }
-_PARTITION = [name for name, _ in FIELDS].index("partition")
 _RECORD = re.compile(r"(?:^|\n)(?=JobId=\d+ )")
 
 
@@ -29,6 +30,12 @@ def tokens(env: Mapping[str, str]) -> tuple[str, str]:
     """(field end, record end) of the format in ``env`` (``jobid:TOKEN,...,workdir:END``)."""
     spec = env["SQUEUE_FORMAT2"].split(",")
     return spec[0].partition(":")[2], spec[-1].partition(":")[2]
+
+
+def position(env: Mapping[str, str], field: str) -> int:
+    """Where ``field`` (our name) sits in a record of the format in ``env``."""
+    names = [p.partition(":")[0] for p in env["SQUEUE_FORMAT2"].split(",")]
+    return names.index(SQUEUE_NAME[field])
 
 
 def scontrol_records(text: str) -> list[str]:
@@ -90,7 +97,8 @@ class Recorded:
         text = (self.root / "squeue_plain.txt").read_text()
         records = [r for r in text.split("<R>\n") if r]
         if parts is not None:
-            records = [r for r in records if r.split("<F>")[_PARTITION] in parts]
+            at = position(env, "partition")
+            records = [r for r in records if r.split("<F>")[at] in parts]
         out = "".join(r + "<R>\n" for r in records)
         out = out.replace("<F>", field_end).replace("<R>", record_end)
         return self.plain(out) if self.plain is not None else out

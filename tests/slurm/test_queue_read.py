@@ -1,0 +1,156 @@
+"""What a queue read costs: Slurm calls that do not grow with the queue, the bounded reads for
+what the plain format lacks made once and kept while they cannot change, records not parsed
+again while their text stays the same. On each version's recorded scene (``fixtures/``), no
+Slurm needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _recorded import backend, position, tokens
+
+from blox_slurm.slurm import queue_read
+from blox_slurm.slurm.client import SlurmError
+from blox_slurm.slurm.parse import ParsedJob
+from blox_slurm.slurm.queue_read import code_of, described
+from blox_slurm.slurm.squeue_plain import job_from_plain
+
+FIX = Path(__file__).parent / "fixtures"
+VERSIONS = sorted(p.name for p in FIX.iterdir() if (p / "squeue_plain.txt").exists())
+RUNNING_WITH_GPUS = 4  # jobs 1, 2, 3 and 6 of the recorded scene
+
+
+def _reads(argvs: list[tuple[str, ...]], since: int) -> list[tuple[str, ...]]:
+    return argvs[since:]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_steady_read_is_one_call_two_on_22_05(version: str) -> None:
+    cli, fake = backend(FIX / version)
+    cli.list_nodes()
+    n = len(fake.argvs)
+    cli.list_jobs()
+    first = _reads(fake.argvs, n)
+    details = [a for a in first if a[:2] == ("scontrol", "-d")]
+    assert len(details) == RUNNING_WITH_GPUS  # each running GPU job's indices, once
+    n = len(fake.argvs)
+    cli.list_jobs()
+    assert [a[0] for a in _reads(fake.argvs, n)] == (
+        ["squeue", "squeue"] if version == "22.05" else ["squeue"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_calls_do_not_grow_with_the_queue(version: str) -> None:
+    """10,000 more waiting jobs (copies of job 5 under new ids): the same calls."""
+    def grow(text: str) -> str:
+        field_end, record_end = tokens(cli.runner.env)
+        five = next(r for r in text.split(record_end + "\n") if r.startswith(f"5{field_end}"))
+        rest = five.partition(field_end)[2]
+        return text + "".join(f"{i}{field_end}{rest}{record_end}\n"
+                              for i in range(1000, 11000))
+
+    small, small_fake = backend(FIX / version)
+    cli, fake = backend(FIX / version, plain=grow)
+    for c in (small, cli):
+        c.list_jobs()
+    assert len(cli.list_jobs()) == len(small.list_jobs()) + 10000
+    assert len(fake.argvs) == len(small_fake.argvs)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_unchanged_records_are_not_parsed_again(version: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[int] = []
+
+    def counting(values: dict[str, str], exc: str | None = None) -> ParsedJob:
+        parsed.append(int(values["job_id"]))
+        return job_from_plain(values, exc)
+
+    monkeypatch.setattr(queue_read, "job_from_plain", counting)
+    cli, _ = backend(FIX / version)
+    first = cli.list_jobs(finished=True)
+    assert sorted(set(parsed)) == sorted(j.job_id for j in first)
+    parsed.clear()
+    assert cli.list_jobs(finished=True) == first and parsed == []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_new_run_has_its_gpus_read_once(version: str) -> None:
+    """Job 1 starts a new run (its StartTime moves): one detail read, then none."""
+    moved = False
+
+    def restart(text: str) -> str:
+        if not moved:
+            return text
+        field_end, record_end = tokens(cli.runner.env)
+        at = position(cli.runner.env, "start_time")
+        records = text.split(record_end + "\n")
+        for i, r in enumerate(records):
+            values = r.split(field_end)
+            if values[0] == "1":
+                values[at] = str(int(values[at]) + 60)
+                records[i] = field_end.join(values)
+        return (record_end + "\n").join(records)
+
+    cli, fake = backend(FIX / version, plain=restart)
+    cli.list_jobs()
+    moved = True
+    n = len(fake.argvs)
+    job = next(j for j in cli.list_jobs() if j.job_id == 1)
+    again = _reads(fake.argvs, n)
+    assert [a for a in again if a[0] == "scontrol"] == [("scontrol", "-d", "show", "job",
+                                                        "-o", "1")]
+    assert sum(a.count for a in job.gpu_alloc.values()) == 2
+    n = len(fake.argvs)
+    cli.list_jobs()
+    assert not [a for a in _reads(fake.argvs, n) if a[0] == "scontrol"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_description_with_no_known_code_is_read_once_from_json(version: str) -> None:
+    def describe(text: str) -> str:
+        return text.replace("Resources", "Nodes busy, resources reserved for job 3")
+
+    cli, fake = backend(FIX / version, plain=describe)
+    job = next(j for j in cli.list_jobs() if j.job_id == 5)
+    assert job.reason == "Resources"  # the code the JSON gives
+    asked = [a for a in fake.argvs if "--json" in a and a[0] == "squeue"]
+    only_five = ("squeue", "--json", "--states=all", "--jobs=5")
+    assert asked == [only_five if version != "22.05" else only_five[:-1]]
+    n = len(fake.argvs)
+    cli.list_jobs()
+    assert not [a for a in _reads(fake.argvs, n) if "--json" in a]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_arrays_throttle_is_read_once_when_no_record_shows_it(version: str) -> None:
+    cli, fake = backend(FIX / version)
+    cli.list_jobs()
+    lookups = [a for a in fake.argvs if a[:3] == ("scontrol", "show", "job")]
+    # 22.05 lists the array's waiting tasks as "2-3%2"; -r (24.11 on) prints no throttle
+    assert len(lookups) == (0 if version == "22.05" else 1)
+    n = len(fake.argvs)
+    assert {j.array_max_tasks for j in cli.list_jobs() if j.array_job_id} == {2}
+    assert not [a for a in _reads(fake.argvs, n) if a[:3] == ("scontrol", "show", "job")]
+
+
+@pytest.mark.parametrize("version", ["24.11", "26.05"])
+def test_an_id_listed_twice_that_is_no_arrays_own_record_is_a_slurm_error(
+        version: str) -> None:
+    def twice(text: str) -> str:
+        record_end = tokens(cli.runner.env)[1]
+        first = text.split(record_end + "\n")[0]
+        return text + first + record_end + "\n"
+
+    cli, _ = backend(FIX / version, plain=twice)
+    with pytest.raises(SlurmError, match="listed 2 times"):
+        cli.list_jobs()
+
+
+def test_descriptions_and_codes() -> None:
+    assert not described("JobHeldUser") and not described("launch_failed_requeued_held")
+    assert described("job requeued in held state") and described("ReqNodeNotAvail, x")
+    assert code_of("job requeued in held state") == "JobHeldUser"
+    assert code_of("ReqNodeNotAvail, UnavailableNodes:node4") == "ReqNodeNotAvail"
+    assert code_of("Some other description") is None
