@@ -105,6 +105,12 @@ class Dialect:
         lines = ["-r"] if self.major_minor >= _NO_ARRAY_UNIQUE else ["--array-unique"]
         return ["squeue", "-h", "--noconvert", *lines, "--states=all"]
 
+    @property
+    def steady_reads(self) -> int:
+        """Slurm calls of a controller round in which nothing new started: the node list and
+        the queue, plus 22.05's excluded-nodes read (:mod:`~.queue_read`)."""
+        return 2 if self.plain_exc_nodes else 3
+
     def json_argv(self, ids: Sequence[int] | None = None) -> list[str]:
         """The ``--json`` read that lists every job, or at least ``ids``: only those where
         Slurm honours ``--jobs``, else the whole queue."""

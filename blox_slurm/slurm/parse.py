@@ -491,6 +491,21 @@ def held_gpus(out: str, job_id: int, name: str) -> dict[str, GresAlloc]:
         raise MalformedField("GRES", str(e), f"job {job_id}") from None
 
 
+_RECORD_START = re.compile(r"(?:^|\n)(?=JobId=\d+ )")
+
+
+def job_records(out: str) -> dict[int, list[str]]:
+    """``scontrol show job -o``'s records by job id. A record starts where a line starts
+    with ``JobId=``; a name or comment holding a newline and ``JobId=`` can pose as a
+    record, so an id may come with several: the caller trusts only a single one."""
+    by_id: dict[int, list[str]] = {}
+    for record in _RECORD_START.split(out):
+        head = record[6:record.find(" ")] if record.startswith("JobId=") else ""
+        if head.isdigit():
+            by_id.setdefault(int(head), []).append(record)
+    return by_id
+
+
 def array_throttle(out: str) -> int:
     """An array's throttle (``--array=..%N``; 0 without one) from ``scontrol show job -o``
     of one of its records, read before ``JobName=`` (only ids come first, no user text)."""

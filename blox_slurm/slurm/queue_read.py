@@ -31,7 +31,7 @@ from types import MappingProxyType
 from .arrays import bracket
 from .client import GresAlloc, SlurmError, SlurmJob
 from .dialect import Dialect
-from .parse import MalformedField, ParsedJob, array_throttle, held_gpus
+from .parse import MalformedField, ParsedJob, array_throttle, held_gpus, job_records
 from .runner import Runner
 from .squeue_plain import PlainFormat, job_from_plain
 
@@ -40,6 +40,11 @@ from .squeue_plain import PlainFormat, job_from_plain
 DESCRIBED = {"job requeued in held state": "JobHeldUser"}
 #: ... and descriptions that begin with their code: ``ReqNodeNotAvail, UnavailableNodes:n4``.
 CODE_FIRST = ("ReqNodeNotAvail, ",)
+
+#: More new runs than this in one read are read in one call (see ``_gpus_of``): one
+#: ``scontrol`` costs ~5 ms, one read of them all 0.15 s (24.11, JSON) to 0.4 s (22.05) at
+#: 20,000 queued jobs, benchmarks/bench_queue_scale.py.
+ONE_BY_ONE = 16
 
 JsonJobs = Callable[[list[int]], list[SlurmJob]]
 _Run = tuple[int, float | None]  # (job id, start of its run)
@@ -90,9 +95,8 @@ class QueueReader:
         except MalformedField as e:
             raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
         jobs = self._with_throttles(jobs, dialect)
-        gpus: dict[_Run, Mapping[str, GresAlloc]] = {}
-        held = [self._with_gpus(j, dialect, gpus) for j in jobs]
-        self._gpus = gpus
+        self._gpus = self._gpus_of(jobs, dialect)
+        held = [_holding(j, self._gpus.get((j.job_id, j.start_time))) for j in jobs]
         return self._with_codes(held, dialect)
 
     def _parse(self, fmt: PlainFormat, out: str, excluded: Mapping[int, str] | None
@@ -150,20 +154,39 @@ class QueueReader:
         except MalformedField as e:
             raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
 
-    def _with_gpus(self, job: ParsedJob, dialect: Dialect,
-                   keep: dict[_Run, Mapping[str, GresAlloc]]) -> ParsedJob:
-        """``job`` with the GPUs it holds per node, read once per run (the indices do not
-        change while it lasts)."""
-        if not (job.in_run and job.num_gpus and job.nodes):
-            return job
-        key = (job.job_id, job.start_time)
-        alloc = self._gpus.get(key)
-        if alloc is None:
-            alloc = self._held(job, dialect)
-        keep[key] = alloc
-        if not alloc:
-            return job
-        return replace(job, gpu_alloc=alloc, num_gpus=sum(a.count for a in alloc.values()))
+    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect
+                 ) -> dict[_Run, Mapping[str, GresAlloc]]:
+        """The GPUs each job in a run holds on each node, kept from the read that first saw
+        that run (the indices do not change while it lasts). New runs are read one by one,
+        or all in one read when there are more than :data:`ONE_BY_ONE` (a controller
+        starting beside a busy cluster)."""
+        running = {(j.job_id, j.start_time): j for j in jobs
+                   if j.in_run and j.num_gpus and j.nodes}
+        known = {k: a for k in running if (a := self._gpus.get(k)) is not None}
+        new = [j for k, j in running.items() if k not in known]
+        if len(new) > ONE_BY_ONE:
+            known.update(self._held_all(new, dialect))
+        known.update(((j.job_id, j.start_time), self._held(j, dialect)) for j in new
+                     if (j.job_id, j.start_time) not in known)
+        return known
+
+    def _held_all(self, new: list[ParsedJob], dialect: Dialect
+                  ) -> dict[_Run, Mapping[str, GresAlloc]]:
+        """Many new runs in one read: their JSON records where Slurm honours ``--jobs``,
+        else every job's ``scontrol -d show job -o`` record. A job not found there exactly
+        once (gone, or a name posing as a record) is left to a read of its own."""
+        if dialect.json_filters:
+            records = {j.job_id: j for j in self._json_jobs([j.job_id for j in new])}
+            return {(j.job_id, j.start_time): r.gpu_alloc for j in new
+                    if (r := records.get(j.job_id)) is not None and r.start_time == j.start_time}
+        argv = ["scontrol", "-d", "show", "job", "-o"]
+        by_id = job_records(self.runner.run(argv, idempotent=True))
+        try:
+            return {(j.job_id, j.start_time): MappingProxyType(held_gpus(
+                found[0], j.job_id, j.name)) for j in new
+                if len(found := by_id.get(j.job_id, [])) == 1}
+        except MalformedField as e:
+            raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
 
     def _held(self, job: ParsedJob, dialect: Dialect) -> Mapping[str, GresAlloc]:
         argv = ["scontrol", "-d", "show", "job", "-o", job.ref]
@@ -185,6 +208,13 @@ class QueueReader:
         self._codes = codes
         return [replace(j, reason=codes[k]) if (k := (j.job_id, j.reason)) in codes else j
                 for j in jobs]
+
+
+def _holding(job: ParsedJob, alloc: Mapping[str, GresAlloc] | None) -> ParsedJob:
+    """``job`` with the GPUs it holds, as the JSON path counts them."""
+    if not alloc:
+        return job
+    return replace(job, gpu_alloc=alloc, num_gpus=sum(a.count for a in alloc.values()))
 
 
 def _leading_id(fmt: PlainFormat, record: str) -> int:

@@ -12,10 +12,12 @@ The controller's telemetry endpoint is started exactly as ``blox-slurm run`` sta
 what the controller last saw allocated (the agents cost slurmctld nothing, like real NVML
 agents). The controller runs FIFO at ``round_seconds = 1`` for :data:`ROUNDS` rounds.
 
-Asserted, every round: Slurm calls <= 2 reads + one pin per started job + 4 batched verbs;
-a round with nothing to apply makes exactly 2 calls (round times are printed, not asserted); no
-action failed. Telemetry: the receiver accepted >= 80 % of the posts the agents should have
-made and refused none; the store's telemetry table stays within the retention window.
+Asserted, every round: Slurm calls <= the reads (``Dialect.steady_reads``) + one read of the
+GPUs of each job seen beginning a run + one pin per started job + 4 batched verbs; a round with
+nothing to apply makes exactly the reads and those GPU reads, and every run's GPUs are read
+once (round times are printed, not asserted); no action failed. Telemetry: the receiver
+accepted >= 80 % of the posts the agents should have made and refused none; the store's
+telemetry table stays within the retention window.
 Run with ``-s`` to see the report line.
 """
 
@@ -23,20 +25,25 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from blox_slurm.core.composition import build
 from blox_slurm.core.model import ClusterSnapshot
 from blox_slurm.demo.world import PARTITION, ManagedWorld
+from blox_slurm.slurm.cli_backend import CliBackend
 from blox_slurm.slurm.controller import Controller, RoundReport
 from blox_slurm.slurm.controller_cli import _telemetry
 from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import write_heartbeat
+from blox_slurm.slurm.runner import Runner
 from blox_slurm.slurm.store import Store
 from blox_slurm.telemetry.agent import AgentStats, run_agent
 from blox_slurm.telemetry.emulated import EmulatedTelemetry
@@ -92,7 +99,14 @@ def spread(xs: list[float], fmt: str) -> str:
 
 def test_thousand_queued_jobs_and_an_agent_per_node(clean_queue: ManagedWorld) -> None:
     world = clean_queue
-    client = world.client()
+    made: list[tuple[str, ...]] = []  # every Slurm call, in order
+
+    def recording(argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        made.append(tuple(argv))
+        return subprocess.run(argv, **kw)  # noqa: S603 -- the runner's argv, no shell
+
+    client = CliBackend(runner=Runner(str(world.emu.conf), execute=recording))
+    reads = client.dialect().steady_reads
     token = world.base / "load-token"
     token.write_text("load-test-telemetry-token\n")
     os.chmod(token, 0o600)
@@ -112,8 +126,13 @@ def test_thousand_queued_jobs_and_an_agent_per_node(clean_queue: ManagedWorld) -
     agents: list[threading.Thread] = []
     stats: dict[str, AgentStats] = {}
     reports: list[RoundReport] = []
-    loop = threading.Thread(target=ctl.run, args=(stop_ctl, ROUNDS, reports.append),
-                            daemon=True)
+    ends: list[int] = []  # len(made) at the end of each round
+
+    def on_round(r: RoundReport) -> None:
+        reports.append(r)
+        ends.append(len(made))
+
+    loop = threading.Thread(target=ctl.run, args=(stop_ctl, ROUNDS, on_round), daemon=True)
     ids: list[int] = []
     try:
         hb.start()
@@ -150,20 +169,24 @@ def test_thousand_queued_jobs_and_an_agent_per_node(clean_queue: ManagedWorld) -
 
         # ---- Slurm cost per round
         assert len(reports) == ROUNDS
-        for r in reports:
+        begins = [ends[0] - reports[0].slurm_calls, *ends[:-1]]
+        gpu_reads = [sum(1 for a in made[start:end] if a[:2] == ("scontrol", "-d"))
+                     for start, end in zip(begins, ends, strict=True)]
+        for r, new_runs in zip(reports, gpu_reads, strict=True):
             assert not r.error, f"round {r.round_id}: {r.error}"
             assert r.plan is not None and r.decisions is not None
             assert r.failures == 0, f"round {r.round_id}: {r.failures} failed action(s)"
             starts = max(len(r.decisions.start),
                          len(r.plan.released) + sum(len(v) for v in r.plan.repin.values()))
-            assert r.slurm_calls <= 2 + starts + BATCHED_VERBS, (r.round_id, r.slurm_calls,
-                                                                  starts, r.plan)
+            assert r.slurm_calls <= reads + new_runs + starts + BATCHED_VERBS, (
+                r.round_id, r.slurm_calls, new_runs, starts, r.plan)
             if r.plan.empty:
-                assert r.slurm_calls == 2, (r.round_id, r.slurm_calls)
+                assert r.slurm_calls == reads + new_runs, (r.round_id, r.slurm_calls)
         started: set[int] = set()
         for r in reports:  # a job released for its GPUs is never held back on the way up
             assert r.plan is not None and not started & set(r.plan.hold), (r.round_id, r.plan)
             started |= set(r.plan.released)
+        assert sum(gpu_reads) <= len(started), (gpu_reads, len(started))  # once per run
         steady = [r for r in reports if r.plan is not None and r.plan.empty]
         assert len(steady) >= ROUNDS - 3, "FIFO should settle after its first rounds"
         assert reports[-1].running == 16 and reports[-1].pending == JOBS - 16

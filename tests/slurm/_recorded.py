@@ -46,12 +46,16 @@ def scontrol_records(text: str) -> list[str]:
 
 class Recorded:
     """Answers from ``root``; ``edit`` may change a JSON file's data before it is printed,
-    ``plain`` the plain read's text (with the tokens in). Every argv is kept in ``argvs``."""
+    ``plain`` the plain read's text (with the tokens in), ``listing`` that of
+    ``scontrol show job`` of every job.
+    Every argv is kept in ``argvs``."""
 
     def __init__(self, root: Path, files: Mapping[tuple[str, ...], str] = FILES,
                  edit: Callable[[str, dict[str, Any]], None] | None = None,
-                 plain: Callable[[str], str] | None = None) -> None:
+                 plain: Callable[[str], str] | None = None,
+                 listing: Callable[[str], str] | None = None) -> None:
         self.root, self.files, self.edit, self.plain = root, files, edit, plain
+        self.listing = listing
         self.argvs: list[tuple[str, ...]] = []
 
     def __call__(self, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -82,9 +86,11 @@ class Recorded:
         return json.dumps(data)
 
     def _job(self, ref: str) -> str:
+        text = (self.root / "scontrol_d_show_job.txt").read_text()
+        if ref == "-o":  # every job
+            return self.listing(text) if self.listing is not None else text
         array, _, task = ref.partition("_")
         want = (f"ArrayJobId={array} ArrayTaskId={task} " if task else f"JobId={ref} ")
-        text = (self.root / "scontrol_d_show_job.txt").read_text()
         return "".join(r + "\n" for r in scontrol_records(text) if want in r.split(
             " JobName=")[0] + " ")
 

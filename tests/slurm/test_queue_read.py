@@ -154,3 +154,37 @@ def test_descriptions_and_codes() -> None:
     assert code_of("job requeued in held state") == "JobHeldUser"
     assert code_of("ReqNodeNotAvail, UnavailableNodes:node4") == "ReqNodeNotAvail"
     assert code_of("Some other description") is None
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_many_new_runs_are_read_in_one_call(version: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller starting beside a busy cluster: one read for all the running jobs' GPUs
+    (their JSON records where --jobs is honoured, every job's scontrol record on 22.05)."""
+    monkeypatch.setattr(queue_read, "ONE_BY_ONE", 2)
+    cli, fake = backend(FIX / version)
+    jobs = {j.job_id: j for j in cli.list_jobs(finished=True)}
+    asked = [a for a in fake.argvs if a[0] == "scontrol" or "--json" in a and a[0] == "squeue"]
+    assert asked == ([("scontrol", "-d", "show", "job", "-o")] if version == "22.05" else
+                     [("scontrol", "show", "job", "-o", "8_0"),
+                      ("squeue", "--json", "--states=all", "--jobs=1,2,3,6")])
+    json = {j.job_id: j for j in cli.json_jobs()}
+    assert all(jobs[i].gpu_alloc == json[i].gpu_alloc and jobs[i].gpu_alloc
+               for i in (1, 2, 3, 6))
+
+
+def test_a_name_posing_as_a_record_gets_its_job_a_read_of_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """22.05's listing of every job: job 4's name holds a newline and what looks like job
+    1's record with other GPUs. Job 1 is then read on its own, and holds what it holds."""
+    monkeypatch.setattr(queue_read, "ONE_BY_ONE", 2)
+    fake_one = ("JobId=1 JobName=wrap UserId=root(0) JOB_GRES=gpu:v100:2 Nodes=node3 "
+                "CPU_IDs=0 Mem=4096 GRES=gpu:v100:2(IDX:2-3) MinCPUsNode=1")
+
+    def forged(text: str) -> str:
+        return fake_one + "\n" + text  # first: a parser taking the first would take it
+
+    cli, fake = backend(FIX / "22.05", listing=forged)
+    one = next(j for j in cli.list_jobs() if j.job_id == 1)
+    assert ("scontrol", "-d", "show", "job", "-o", "1") in fake.argvs
+    assert one.gpu_alloc == next(j for j in cli.json_jobs() if j.job_id == 1).gpu_alloc
