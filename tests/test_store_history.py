@@ -155,3 +155,44 @@ def test_many_new_jobs_in_one_round(tmp_path) -> None:
     store = Store(tmp_path / "s.db")
     store.observe(100.0, [obs(i, "alice", 10.0, 0) for i in range(1, 2501)], {})
     assert len(rows(store)) == 2500
+
+
+def test_a_round_rewrites_only_the_jobs_whose_history_changed(tmp_path) -> None:
+    """A 20,000-job queue changes little between rounds: the store rewrites the rows that
+    changed and stamps the rest with one statement, nothing more."""
+    store = Store(tmp_path / "s.db")
+    waiting = [obs(i, "alice", 10.0, 0) for i in range(1, 2001)]
+    store.observe(100.0, waiting, {})
+    changes = store.db.conn.total_changes
+    store.observe(200.0, [*waiting[:-1], obs(2000, "alice", 10.0, 0, 150.0)], {2000: 2})
+    assert store.db.conn.total_changes - changes == 2000 + 1  # the stamp, and job 2000
+    assert rows(store)[2000]["state"] == "running"
+
+
+def test_what_the_store_keeps_between_rounds_is_what_its_file_says(tmp_path) -> None:
+    """Each round reads back only what changed; a store opened afresh on the same file (as
+    after a restart) must see the same extras, ranks and history at every step."""
+    path = tmp_path / "s.db"
+    store = Store(path)
+
+    def same(now: float) -> None:
+        fresh = Store(path)
+        assert store.extras(now) == fresh.extras(now)
+        assert [(r["job_id"], r["rank"], r["reason"], r["state"]) for r in store.jobs()] == [
+            (r["job_id"], r["rank"], r["reason"], r["state"]) for r in fresh.jobs()]
+
+    store.observe(100.0, [obs(1, "alice", 10.0, 0), obs(2, "bob", 11.0, 0)], {})
+    store.update_policy_state([1], [(2, "tier", 1.0)], {1: 0, 2: 1}, {2: "waits"})
+    same(100.0)
+    store.observe(200.0, [obs(1, "alice", 10.0, 0, 150.0), obs(2, "bob", 11.0, 0),
+                          obs(3, "carol", 190.0, 0)], {1: 2})
+    store.update_policy_state([2], [(2, "tier", 2.0)], {2: 0, 3: 1}, {3: "waits"})
+    same(200.0)
+    store.observe(300.0, [obs(2, "bob", 11.0, 0), obs(3, "carol", 190.0, 0)], {},
+                  {1: (150.0, 280.0)})  # 1 ended
+    store.update_policy_state([], [], {2: 0, 3: 1}, {3: "waits"})
+    same(300.0)
+    assert 1 not in store.extras(300.0)
+    later = Store(path)  # a restarted controller: job 3 left while it was down
+    later.observe(400.0, [obs(2, "bob", 11.0, 0)], {})
+    assert rows(later)[3]["state"] == "done" and set(later.extras(400.0)) == {2}
