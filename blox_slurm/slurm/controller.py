@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import TypeVar
 
 from ..core.abstractions import FreeGpus
@@ -81,6 +81,10 @@ class _Seen:
     managed: dict[int, SlurmJob]
 
 
+#: The plugin's mark of an admin comment: the same few strings on every job, every round.
+_mark = lru_cache(maxsize=4096)(parse_admin_comment)
+
+
 def user_held(job: SlurmJob) -> bool:
     """Held by its owner: never released by us.
 
@@ -89,7 +93,7 @@ def user_held(job: SlurmJob) -> bool:
     plugin's at submission (Slurm reports ``priority = 0`` as ``JobHeldUser``), a
     ``requeuehold``, or a checkpoint exit under ``RequeueExitHold`` (SPECIAL_EXIT).
     """
-    return job.reason == "JobHeldUser" and parse_admin_comment(job.admin_comment) is None
+    return job.reason == "JobHeldUser" and _mark(job.admin_comment) is None
 
 
 class Controller:
@@ -110,6 +114,8 @@ class Controller:
         self.watch = StartWatch(cfg.start_timeout, cfg.unstartable_backoff)
         # newest telemetry sample already in the store, per (node, GPU index)
         self._stored_until: dict[tuple[str, int], float] = {}
+        # each managed job's record and what the store was told of it, from the last round
+        self._observations: dict[int, tuple[SlurmJob, Observed]] = {}
 
     # ------------------------------------------------------------------ one round
 
@@ -119,7 +125,7 @@ class Controller:
         for j in jobs:
             if j.partition not in parts or user_held(j):
                 continue
-            if self.cfg.require_mark and parse_admin_comment(j.admin_comment) is None:
+            if self.cfg.require_mark and _mark(j.admin_comment) is None:
                 continue
             out[j.job_id] = j
         return out
@@ -185,7 +191,12 @@ class Controller:
 
     def _fold_history(self, seen: _Seen) -> None:
         managed = seen.managed.values()
-        self.store.observe(seen.now, [_observed(j) for j in managed],
+        # The queue read hands back the very record it gave last round while a job's line in
+        # squeue stays the same: its observation is the same too.
+        last = self._observations
+        self._observations = {j.job_id: (j, o[1] if (o := last.get(j.job_id)) and o[0] is j
+                                         else _observed(j)) for j in managed}
+        self.store.observe(seen.now, [o for _, o in self._observations.values()],
                            {j.job_id: _allocated_gpus(j) for j in managed if j.active},
                            {j.job_id: run for j in seen.listed
                             if (run := j.ended_run) is not None})
@@ -429,7 +440,7 @@ class Controller:
 def _observed(j: SlurmJob) -> Observed:
     """What the store folds. A COMPLETING job is still in its run: seen as "not running" it
     was counted as preempted (requeued) when it merely finished."""
-    mark = parse_admin_comment(j.admin_comment)
+    mark = _mark(j.admin_comment)
     return Observed(j.job_id, j.user, j.partition, j.num_gpus,
                     j.submit_time if j.submit_time is not None else 0.0, j.in_run,
                     j.start_time if j.in_run else None, j.held,
@@ -458,7 +469,7 @@ def _free_index(snap: ClusterSnapshot, nodes: list[SlurmNode]) -> dict[str, tupl
 
 def held_by_us(job: SlurmJob) -> bool:
     """A marked job on hold: the plugin's hold or ours (see :func:`user_held`)."""
-    return job.pending and job.held and parse_admin_comment(job.admin_comment) is not None
+    return job.pending and job.held and _mark(job.admin_comment) is not None
 
 
 def handback(client: SlurmClient, partitions: list[str]) -> list[int]:
