@@ -115,7 +115,7 @@ class QueueReader:
     def _excluded(self, argv: list[str], dialect: Dialect) -> dict[int, str]:
         """Excluded nodes by job id (``-o "%A %x"``: an id, then a node list, which holds
         no space)."""
-        out = self._run([*argv, "-o", "%A %x"])
+        out = self.runner.run([*argv, "-o", "%A %x"], idempotent=True)
         try:
             return {int(i): x.strip() for i, _, x in (line.partition(" ")
                                                        for line in out.splitlines())}

@@ -6,7 +6,7 @@ head node; this format prints 3.6 MB in 0.2 s from a 45 MB process on every vers
 
 **The separator.** ``-O``/``-o`` print each field as it is, with no escaping, and a job's
 name, comment, account and working directory are free text: a comma, a ``|``, a tab or a
-newline are all ordinary there. So every field ends with a *token*, 20 random letters drawn
+newline are all ordinary there. So every field ends with a *token*, 12 random letters drawn
 once per backend, and a record with a second one: nobody can type what they cannot know, and
 the tokens never appear in an argv (``ps`` shows argvs to every user): the format reaches
 ``squeue`` through its environment (``SQUEUE_FORMAT2``), which only its owner and root can
@@ -69,8 +69,12 @@ _UNSET = frozenset({"", "N/A", "(null)", "NONE", "Unknown"})
 _NO_GPUS: Mapping[str, GresAlloc] = MappingProxyType({})
 
 
+#: Letters in a token: 52**12 (about 2**68) values to guess, and 33 of them on every record.
+TOKEN_LETTERS = 12
+
+
 def _token() -> str:
-    return "".join(secrets.choice(string.ascii_letters) for _ in range(20))
+    return "".join(secrets.choice(string.ascii_letters) for _ in range(TOKEN_LETTERS))
 
 
 @dataclass(frozen=True)

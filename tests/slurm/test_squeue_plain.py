@@ -56,7 +56,7 @@ def test_the_tokens_are_secret_and_never_in_an_argv(version: str) -> None:
     one.list_jobs()
     two.list_jobs()
     mine, theirs = tokens(one.runner.env), tokens(two.runner.env)
-    assert len(set(mine + theirs)) == 4 and all(len(t) == 20 and t.isalpha() for t in mine)
+    assert len(set(mine + theirs)) == 4 and all(len(t) == 12 and t.isalpha() for t in mine)
     assert not [a for argv in fake.argvs for a in argv if any(t in a for t in mine)]
     assert one.runner.env["SLURM_TIME_FORMAT"] == "%s"
 
