@@ -9,19 +9,13 @@ on its own; this module only lays them out, in the help panels a user reads them
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import typer
 
 from . import __version__
-from .demo.run import demo
-from .emulator.cli import PASS_THROUGH, emulator_app, fake_train
+from .cli_lazy import LazyCommand, LazyGroup
 from .logs import setup_logging
-from .sim.cli import compare, plot, policies, simulate
-from .slurm.controller_cli import calibrate, handback, run
-from .slurm.inspect_cli import doctor, explain, queue, report, status
-from .telemetry.cli import agent
 
 SIMULATE = "Simulate and compare"
 CONTROLLER = "Controller"
@@ -29,8 +23,16 @@ EMULATOR = "Emulator and demo"
 TELEMETRY = "Telemetry"
 USERS = "For users"
 
+
+class Commands(LazyGroup):
+    """blox-slurm's commands, imported when used (see cli_lazy); ``_add`` fills ``lazy``."""
+
+    lazy: ClassVar[dict[str, LazyCommand]] = {}
+
+
 app = typer.Typer(
     name="blox-slurm",
+    cls=Commands,
     help="Composable Blox scheduling policies: simulate them, emulate Slurm, drive a real cluster.",
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -53,17 +55,29 @@ def main(
     setup_logging(daemon=False)  # `run`, `agent` and `demo` set their own
 
 
-def _add(panel: str, *commands: Callable[..., None], **settings: Any) -> None:
-    """Put ``commands`` on the app in ``panel``, each named after its function (``fake_train``
-    is ``fake-train``), so a command's name is the one place it is spelled."""
-    for command in commands:
-        app.command(rich_help_panel=panel, **settings)(command)
+def _add(panel: str, *targets: str, **settings: Any) -> None:
+    """Put the commands at ``targets`` (``module:function``) on the app in ``panel``, in
+    order, each named after its function (``fake_train`` is ``fake-train``) so a command's
+    name is spelled in one place; a ``module:name_app`` target is a group (``emulator``)."""
+    for target in targets:
+        command = LazyCommand(target, panel, settings)
+        Commands.lazy[command.name] = command
 
 
-_add(SIMULATE, simulate, compare, policies, plot)
-_add(CONTROLLER, run, status, explain, report, handback, calibrate, doctor)
-_add(USERS, queue)
-_add(EMULATOR, demo)
-_add(EMULATOR, fake_train, **PASS_THROUGH)
-app.add_typer(emulator_app, name="emulator", rich_help_panel=EMULATOR)  # a group: listed last
-_add(TELEMETRY, agent)
+#: ``fake-train``: every argument, ``--help`` too, goes to the fake job's own parser.
+PASS_THROUGH: dict[str, Any] = {
+    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
+    "add_help_option": False,
+}
+
+_add(SIMULATE, "blox_slurm.sim.cli:simulate", "blox_slurm.sim.cli:compare",
+     "blox_slurm.sim.cli:policies", "blox_slurm.sim.cli:plot")
+_add(CONTROLLER, "blox_slurm.slurm.controller_cli:run", "blox_slurm.slurm.inspect_cli:status",
+     "blox_slurm.slurm.inspect_cli:explain", "blox_slurm.slurm.inspect_cli:report",
+     "blox_slurm.slurm.controller_cli:handback", "blox_slurm.slurm.controller_cli:calibrate",
+     "blox_slurm.slurm.inspect_cli:doctor")
+_add(USERS, "blox_slurm.slurm.inspect_cli:queue")
+_add(EMULATOR, "blox_slurm.demo.run:demo")
+_add(EMULATOR, "blox_slurm.emulator.cli:fake_train", **PASS_THROUGH)
+_add(EMULATOR, "blox_slurm.emulator.cli:emulator_app")  # a group: listed last
+_add(TELEMETRY, "blox_slurm.telemetry.cli:agent")

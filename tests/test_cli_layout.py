@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -106,3 +108,29 @@ def test_every_option_and_argument_says_what_it_is_for(line: str) -> None:
     result = runner.invoke(app, [*line.split(), "--help"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert "…" not in result.stdout  # rich cut a word that did not fit its column
+
+
+def test_a_command_imports_only_its_own_world() -> None:
+    """``simulate`` must not pay for the controller's store, the emulator or pandas: they
+    made up most of its start-up when every command was imported with the CLI."""
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from blox_slurm.cli import app\n"
+        "r = CliRunner().invoke(app, ['simulate', '-n', '40', '--json'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert "blox_slurm.sim.simulator" in out  # it did simulate
+    heavy = {"sqlite_utils", "pandas", "matplotlib", "blox_slurm.slurm.controller",
+             "blox_slurm.emulator.cluster", "blox_slurm.demo.run"}
+    assert heavy.isdisjoint(out)
+
+
+def test_an_unknown_command_is_a_usage_error() -> None:
+    group: Any = typer.main.get_command(app)
+    assert "simulate" in group.commands and "simulat" not in group.commands
+    result = runner.invoke(app, ["simulat"])
+    assert result.exit_code == 2 and "No such command" in result.output

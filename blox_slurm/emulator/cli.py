@@ -11,7 +11,7 @@ import os
 from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -139,13 +139,6 @@ def status(run_dir: RunDirOpt = None, as_json: JsonOpt = False) -> None:
         _emit({**asdict(st), "healthy": st.healthy}, as_json, "\n".join(lines))
         if not st.healthy:
             raise typer.Exit(1)
-
-
-#: Settings for ``fake-train``: every argument, ``--help`` too, goes to the fake job's own parser.
-PASS_THROUGH: dict[str, Any] = {
-    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True},
-    "add_help_option": False,
-}
 
 
 def fake_train(ctx: typer.Context) -> None:
