@@ -42,3 +42,23 @@ class ParametricThroughput:
 
 
 DEFAULT_THROUGHPUT = ParametricThroughput()
+
+
+@dataclass(frozen=True)
+class ConsolidatedRates:
+    """``inner`` as Gavel's simulator reads a throughput table: every job runs at its
+    consolidated rate whatever its placement (Gavel never looks at the ``*_unconsolidated``
+    measurements), so spanning nodes costs nothing. The Gavel-compatible world
+    (``SimConfig.rates = "consolidated"``) runs on it; the physical world charges the
+    spread rate, as a job over several nodes pays on real hardware."""
+
+    inner: ThroughputModel
+
+    def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
+        return self.inner.rate(job, gpus, 1, gpu_type)
+
+
+def for_rates(model: ThroughputModel, rates: str) -> ThroughputModel:
+    """The model a world with ``SimConfig.rates`` runs on: ``model`` itself for
+    ``"placement"``, wrapped in :class:`ConsolidatedRates` for ``"consolidated"``."""
+    return ConsolidatedRates(model) if rates == "consolidated" else model

@@ -33,6 +33,9 @@ class SimConfig(BaseModel):
     ``responsiveness``: what a job's time to first start counts up to: ``"start"`` (the round
     that started it) or ``"blox"``, Blox's own figure, which counts a job as started when its
     first round ends, one round later for every job.
+    ``rates``: how a placement turns into speed: ``"placement"`` (the physical world: a job
+    spread over nodes runs at the throughput model's spread rate) or ``"consolidated"``
+    (Gavel's simulator: every job at its consolidated rate wherever it runs).
     ``usage_half_life``: seconds after which a finished run's GPU-seconds count half in the
     per-user/account usage the simulator hands to fair-share policies (default 7 days).
     """
@@ -48,6 +51,22 @@ class SimConfig(BaseModel):
     stop_when_measured: bool = True
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)
     responsiveness: Literal["start", "blox"] = "start"
+    rates: Literal["placement", "consolidated"] = "placement"
+
+
+# The worlds of the published simulators, as [simulation] settings: what ``--mode`` sets
+# over a composition's own table. ``physical`` is the default world spelled out.
+MODES: dict[str, dict[str, object]] = {
+    "physical": {"quantize_to_rounds": False, "responsiveness": "start", "restart_cost": 30.0,
+                 "rates": "placement"},
+    # Blox: jobs end at the end of their last round, a start counts when its round ends, and
+    # a restart is free.
+    "blox": {"quantize_to_rounds": True, "responsiveness": "blox", "restart_cost": 0.0,
+             "rates": "placement"},
+    # Gavel: consolidated rates whatever the placement, a restart is free.
+    "gavel": {"quantize_to_rounds": False, "responsiveness": "start", "restart_cost": 0.0,
+              "rates": "consolidated"},
+}
 
 
 class ClusterSpec(BaseModel):

@@ -24,7 +24,7 @@ from ..core.accounting import DecayedUsage
 from ..core.composition import Composition
 from ..core.model import ClusterSnapshot, Gpu, Job, Node
 from ..core.round import decide
-from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
+from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, for_rates
 from ..workloads.schema import JobSpec, Workload
 from .config import SimConfig
 from .recorder import Recorder
@@ -55,7 +55,7 @@ class Simulator:
         self.comp = composition
         self.nodes, self.gpus = cluster
         self.cfg = config or SimConfig()
-        self.model = throughput or DEFAULT_THROUGHPUT
+        self.model = for_rates(throughput or DEFAULT_THROUGHPUT, self.cfg.rates)
         too_big = [j.id for j in workload.jobs if j.num_gpus > len(self.gpus)]
         if too_big:
             raise SimulationError(f"jobs {too_big[:5]} ask for more GPUs than the cluster has "
