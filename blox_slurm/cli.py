@@ -72,6 +72,7 @@ PASS_THROUGH: dict[str, Any] = {
 
 _add(SIMULATE, "blox_slurm.sim.cli:simulate", "blox_slurm.sim.cli:compare",
      "blox_slurm.sim.cli:policies", "blox_slurm.sim.cli:plot")
+_add(SIMULATE, "blox_slurm.sim.sweep_cli:sweep_app")  # a group: listed last
 _add(CONTROLLER, "blox_slurm.slurm.controller_cli:run", "blox_slurm.slurm.inspect_cli:status",
      "blox_slurm.slurm.inspect_cli:explain", "blox_slurm.slurm.inspect_cli:report",
      "blox_slurm.slurm.controller_cli:handback", "blox_slurm.slurm.controller_cli:calibrate",

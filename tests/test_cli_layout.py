@@ -18,7 +18,7 @@ from blox_slurm.cli import app
 
 # What a user reads in `blox-slurm --help`: panel -> its commands, top to bottom.
 PANELS = {
-    "Simulate and compare": ["simulate", "compare", "policies", "plot"],
+    "Simulate and compare": ["simulate", "compare", "policies", "plot", "sweep"],
     "Controller": ["run", "status", "explain", "report", "handback", "calibrate", "doctor"],
     "For users": ["queue"],
     "Emulator and demo": ["demo", "fake-train", "emulator"],
@@ -31,6 +31,10 @@ FUNCTIONS = {
     "compare": "blox_slurm.sim.cli:compare",
     "policies": "blox_slurm.sim.cli:policies",
     "plot": "blox_slurm.sim.cli:plot",
+    "sweep run": "blox_slurm.sim.sweep_cli:run",
+    "sweep task": "blox_slurm.sim.sweep_cli:task",
+    "sweep status": "blox_slurm.sim.sweep_cli:status",
+    "sweep collect": "blox_slurm.sim.sweep_cli:collect",
     "run": "blox_slurm.slurm.controller_cli:run",
     "status": "blox_slurm.slurm.inspect_cli:status",
     "explain": "blox_slurm.slurm.inspect_cli:explain",
@@ -87,8 +91,9 @@ def test_every_command_is_a_module_level_function(line: str) -> None:
 def test_every_command_is_in_a_panel_and_has_its_function() -> None:
     top = {line.split()[0] for line in FUNCTIONS}
     assert set(command("").commands) == top == {c for cs in PANELS.values() for c in cs}
-    assert set(command("emulator").commands) == {
-        line.split()[1] for line in FUNCTIONS if line.startswith("emulator ")}
+    for group in ("emulator", "sweep"):
+        assert set(command(group).commands) == {
+            line.split()[1] for line in FUNCTIONS if line.startswith(f"{group} ")}
 
 
 def test_help_lists_each_panel_with_its_commands() -> None:

@@ -1,0 +1,157 @@
+"""A sweep's figures and its one-page report (``report.md``: what ran, the table, the figures).
+
+Per cluster of the sweep: the average JCT and the responsiveness against the load, one line
+per composition with its 95 % band over seeds, and the JCT CDFs on a log axis, one panel per
+load (up to four, spread over the sweep's range), seeds pooled. A sweep over traces gets bars
+per trace instead of lines per load. Drawn on an off-screen Agg canvas like ``plot.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .records import RunResult
+from .sweep_report import (
+    Estimate,
+    Group,
+    Style,
+    estimates,
+    group_of,
+    measured_hours,
+    styles,
+    table_markdown,
+    write_tables,
+)
+
+Estimates = Mapping[Group, Mapping[str, Estimate]]
+METRICS = (("avg_jct", "average JCT (hours)", "jct"),
+           ("avg_responsiveness", "average responsiveness (minutes)", "responsiveness"))
+
+
+def _figure(ncols: int = 1) -> tuple[Figure, list[Axes]]:
+    fig = Figure(figsize=(7 if ncols == 1 else 3.2 * ncols, 4.5), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols, sharey=True, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
+
+
+def _subtitle(results: Sequence[RunResult], cluster: str) -> str:
+    jobs = {r.params.get("jobs") for r in results if r.params.get("cluster") == cluster}
+    seeds = {r.params.get("seed") for r in results if r.params.get("cluster") == cluster}
+    return (f"cluster {cluster}, {'/'.join(str(j) for j in sorted(map(str, jobs)))} jobs, "
+            f"{len(seeds)} seed(s)")
+
+
+def load_figure(est: Estimates, metric: str, label: str, cluster: str, colour: Mapping[str, Style],
+                title: str, path: Path) -> Path:
+    """``metric`` against the load, a line per composition, its 95 % band over seeds."""
+    fig, (ax,) = _figure()
+    loads: set[float] = set()
+    for comp, st in colour.items():
+        points = sorted((g.load, e[metric]) for g, e in est.items()
+                        if g.cluster == cluster and g.composition == comp
+                        and g.load is not None and metric in e)
+        if not points:
+            continue
+        x = [p[0] for p in points]
+        loads.update(x)
+        ax.plot(x, [p[1].mean for p in points], color=st.colour, linestyle=st.line,
+                marker=st.marker, label=comp, markersize=4)
+        if any(p[1].n > 1 for p in points):
+            ax.fill_between(x, [max(0.0, p[1].mean - p[1].half_width) for p in points],
+                            [p[1].mean + p[1].half_width for p in points],
+                            color=st.colour, alpha=0.12, linewidth=0)
+    ax.set_xticks(sorted(loads))
+    ax.set_xlabel("load (jobs/hour)")
+    ax.set_ylabel(label)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", frameon=True)
+    return _save(fig, path)
+
+
+def cdf_figure(results: Sequence[RunResult], cluster: str, colour: Mapping[str, Style],
+               title: str, path: Path) -> Path:
+    """JCT CDFs (log hours), one panel per load or trace, seeds pooled per composition."""
+    mine = [r for r in results if r.params.get("cluster") == cluster]
+    panels = sorted({group_of(r).workload: group_of(r).load for r in mine}.items(),
+                    key=lambda kv: (kv[1] is None, kv[1] or 0.0, kv[0]))
+    if len(panels) > 4:  # the lowest, the highest and two between
+        step = (len(panels) - 1) / 3
+        panels = [panels[round(i * step)] for i in range(4)]
+    fig, axes = _figure(len(panels))
+    for ax, (workload, _) in zip(axes, panels, strict=True):
+        for comp, st in colour.items():
+            hours = measured_hours(r for r in mine
+                                   if r.name == comp and group_of(r).workload == workload)
+            if hours:
+                ax.step(hours, [(i + 1) / len(hours) for i in range(len(hours))], where="post",
+                        color=st.colour, linestyle=st.line, label=comp)
+        ax.set_xscale("log")
+        ax.set_title(workload, fontsize=9)
+        ax.set_xlabel("JCT (hours, log)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("fraction of measured jobs")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def trace_figure(est: Estimates, metric: str, label: str, cluster: str,
+                 colour: Mapping[str, Style], title: str, path: Path) -> Path:
+    """Bars per trace, one per composition (a sweep over traces has no load axis)."""
+    traces = sorted({g.workload for g in est if g.cluster == cluster})
+    fig, (ax,) = _figure()
+    width = 0.8 / max(1, len(colour))
+    for k, (comp, st) in enumerate(colour.items()):
+        for i, trace in enumerate(traces):
+            e = next((v[metric] for g, v in est.items() if g.cluster == cluster
+                      and g.workload == trace and g.composition == comp and metric in v), None)
+            if e is not None:
+                ax.bar(i + k * width, e.mean, width, color=st.colour, yerr=e.half_width or None,
+                       label=comp if i == 0 else None)
+    ax.set_xticks([i + width * (len(colour) - 1) / 2 for i in range(len(traces))], traces,
+                  fontsize=8)
+    ax.set_ylabel(label)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def write_report(name: str, compositions: Sequence[str], results: Sequence[RunResult],
+                 out: Path) -> Path:
+    """``results.csv``, ``summary.csv``, the figures and ``report.md`` into ``out``."""
+    write_tables(results, out)
+    est = estimates(results)
+    colour = styles(compositions)
+    clusters = sorted({g.cluster for g in est})
+    figures: list[Path] = []
+    for i, cluster in enumerate(clusters):
+        tag = f"-{i}" if len(clusters) > 1 else ""
+        sub = _subtitle(results, cluster)
+        for metric, label, stem in METRICS:
+            title = f"{name}: {label.split(' (')[0]} — {sub}"
+            draw = load_figure if any(g.load is not None for g in est) else trace_figure
+            figures.append(draw(est, metric, label, cluster, colour, title,
+                                out / f"{stem}{tag}.png"))
+        figures.append(cdf_figure(results, cluster, colour, f"{name}: JCT CDF — {sub}",
+                                  out / f"jct_cdf{tag}.png"))
+    text = [f"# Sweep `{name}`", "", f"{len(results)} runs; compositions "
+            f"{', '.join(compositions)}; cluster(s) {', '.join(clusters)}.",
+            "Values: mean over seeds ± half-width of the 95 % confidence interval.", "",
+            table_markdown(est), "", *(f"![{p.stem}]({p.name})" for p in figures), ""]
+    report = out / "report.md"
+    report.write_text("\n".join(text))
+    return report
