@@ -60,9 +60,8 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import highspy
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
@@ -71,29 +70,40 @@ from blox_slurm.core.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 
+if TYPE_CHECKING:
+    import highspy
+
 Objective = Literal["max_min_fairness", "min_makespan", "max_sum_throughput"]
 SEEN = "gavel.seen"
 ON = "gavel.on."
 _TIE = 1e-6  # relative slack on the min when maximizing the total in the second pass
 
 
-def equal_share(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Each job's throughput under 1/N of every type it can run on (see module docstring)."""
+def equal_share(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray,
+                cap: bool = True) -> np.ndarray:
+    """Each job's throughput under 1/N of every type it can run on (see module docstring).
+    ``cap = False`` leaves out the cap at all of a job's time: the shares are then
+    proportional to Gavel's own normalization (``thr . c / sum(c)`` over the GPUs' scale
+    factor), which its simulator uses at every load."""
     n = len(gpus)
     if n == 0:
         return np.zeros(0)
     usable = thr > 0
     share = np.where(usable, capacity[None, :] / (n * gpus[:, None]), 0.0)
-    total = share.sum(axis=1)
-    scale = np.where(total > 1.0, 1.0 / np.maximum(total, 1e-300), 1.0)
-    return (share * scale[:, None] * thr).sum(axis=1)
+    if cap:
+        total = share.sum(axis=1)
+        share *= np.where(total > 1.0, 1.0 / np.maximum(total, 1e-300), 1.0)[:, None]
+    return (share * thr).sum(axis=1)
 
 
 def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective: Objective,
-             remaining: np.ndarray | None = None) -> np.ndarray:
+             remaining: np.ndarray | None = None, gavel_lp: bool = False) -> np.ndarray:
     """``X[j,t]`` for ``thr`` (jobs x types rates), ``gpus`` (per job) and ``capacity`` (per
     type) under ``objective``; ``remaining`` (per job, seconds) for ``min_makespan``.
-    Every job must have some type with ``thr > 0``."""
+    Every job must have some type with ``thr > 0``. ``gavel_lp``: the LP exactly as Gavel's
+    simulator poses it (uncapped equal shares, no second pass)."""
+    import highspy  # the solver only when a policy solves (start-up stays light)
+
     n_jobs, n_types = thr.shape
     if n_jobs == 0:
         return np.zeros((0, n_types))
@@ -101,7 +111,7 @@ def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective:
     k = len(jj)
     with_min = objective != "max_sum_throughput"
     if objective == "max_min_fairness":
-        weight = thr[jj, tt] / equal_share(thr, gpus, capacity)[jj]
+        weight = thr[jj, tt] / equal_share(thr, gpus, capacity, cap=not gavel_lp)[jj]
         floor = np.ones(n_jobs)  # coefficient of the min variable in job j's row
     elif objective == "min_makespan":
         assert remaining is not None, "min_makespan needs remaining times"
@@ -152,7 +162,7 @@ def allocate(thr: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, objective:
     h = _solver()
     h.passModel(lp)
     _solve(h)
-    if with_min:
+    if with_min and not gavel_lp:
         z = h.getSolution().col_value[k]
         h.changeColBounds(k, z * (1.0 - _TIE), inf)
         h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32),
@@ -169,6 +179,8 @@ def _swallow_banner() -> None:
     """HiGHS prints a banner on the process's C-level stdout when its first solver is made,
     which broke ``--json`` output (``blox-slurm simulate -c gavel --json``). The first solver
     is therefore made with file descriptor 1 pointed at stderr, flushed before it returns."""
+    import highspy
+
     sys.stdout.flush()
     saved = os.dup(1)
     try:
@@ -181,6 +193,8 @@ def _swallow_banner() -> None:
 
 
 def _solver() -> highspy.Highs:
+    import highspy
+
     _swallow_banner()
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
@@ -188,6 +202,8 @@ def _solver() -> highspy.Highs:
 
 
 def _solve(h: highspy.Highs) -> None:
+    import highspy
+
     h.run()
     status = h.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
