@@ -23,6 +23,7 @@ from .sweep_report import (
     estimates,
     group_of,
     measured_hours,
+    pivot_markdown,
     styles,
     table_markdown,
     write_tables,
@@ -151,7 +152,11 @@ def write_report(name: str, compositions: Sequence[str], results: Sequence[RunRe
     text = [f"# Sweep `{name}`", "", f"{len(results)} runs; compositions "
             f"{', '.join(compositions)}; cluster(s) {', '.join(clusters)}.",
             "Values: mean over seeds ± half-width of the 95 % confidence interval.", "",
-            table_markdown(est), "", *(f"![{p.stem}]({p.name})" for p in figures), ""]
+            *(part for cluster in clusters for column in ("avg JCT h", "resp. min")
+              for part in (f"### {column} on {cluster}", "", pivot_markdown(est, cluster, column),
+                           "")),
+            *(f"![{p.stem}]({p.name})" for p in figures), "", "### Every metric", "",
+            table_markdown(est), ""]
     report = out / "report.md"
     report.write_text("\n".join(text))
     return report

@@ -118,6 +118,23 @@ def table_markdown(est: Mapping[Group, Mapping[str, Estimate]]) -> str:
     return "\n".join(lines)
 
 
+def pivot_markdown(est: Mapping[Group, Mapping[str, Estimate]], cluster: str, column: str
+                   ) -> str:
+    """One metric with a row per load (or trace) and a column per composition: the view a
+    comparison is read from."""
+    _, metric, _, fmt = next(c for c in COLUMNS if c[0] == column)
+    mine = [g for g in est if g.cluster == cluster]
+    comps = list(dict.fromkeys(g.composition for g in mine))
+    rows = list(dict.fromkeys(g.workload for g in mine))
+    cell = {(g.workload, g.composition): est[g].get(metric) for g in mine}
+    lines = [f"| {column} | " + " | ".join(comps) + " |", "|" + "---|" * (len(comps) + 1)]
+    for w in rows:
+        values = [cell.get((w, c)) for c in comps]
+        lines.append(f"| {w} | " + " | ".join("-" if v is None else v.text(fmt) for v in values)
+                     + " |")
+    return "\n".join(lines)
+
+
 def write_tables(results: Sequence[RunResult], out: Path) -> None:
     """``results.csv`` (one row per cell, every metric) and ``summary.csv`` (over seeds)."""
     write_csv([summary_row(r) for r in results], out / "results.csv")
