@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from blox_slurm.sim.plot import plot_jct_cdf, plot_sweep, plot_utilization, write_plots
+from blox_slurm.sim.plot import (
+    context,
+    panels,
+    plot_jct_cdf,
+    plot_sweep,
+    plot_utilization,
+    sweep_lines,
+    write_plots,
+)
 from blox_slurm.sim.records import JobRecord, RunResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -79,3 +87,22 @@ def test_plotting_does_not_touch_pyplot_state() -> None:
         pytest.skip("another test imported pyplot")
     plot_jct_cdf(RESULTS, Path("/dev/null"))
     assert "matplotlib.pyplot" not in sys.modules
+
+
+def test_runs_at_several_loads_get_a_panel_each_lowest_highest_and_two_between() -> None:
+    runs = [RunResult(name, 4, (), (), params={"jobs_per_hour": load, "cluster": "gpu:4x2",
+                                               "jobs": 20})
+            for load in (9.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0) for name in ("fifo", "las")]
+    shown = panels(runs)
+    assert [name for name, _ in shown] == ["2 jobs/h", "4 jobs/h", "7 jobs/h", "9 jobs/h"]
+    assert all(sorted(r.name for r in group) == ["fifo", "las"] for _, group in shown)
+    assert context(runs) == "gpu:4x2, 20 jobs, 2, 3, 4, 5, 6, 7, 8, 9 jobs/h"
+
+
+def test_a_sweep_plot_is_in_the_tables_units() -> None:
+    """avg_jct rows are seconds, responsiveness too: the figure draws hours and minutes."""
+    rows = [{"name": "fifo", "load": 4.0, "avg_jct": 10800.0, "avg_responsiveness": 90.0},
+            {"name": "fifo", "load": 2.0, "avg_jct": 7200.0, "avg_responsiveness": None}]
+    assert sweep_lines(rows, "avg_jct") == {"fifo": [(2.0, 2.0), (4.0, 3.0)]}
+    assert sweep_lines(rows, "avg_responsiveness") == {"fifo": [(4.0, 1.5)]}
+    assert sweep_lines(rows, "utilization") == {}

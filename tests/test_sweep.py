@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from blox_slurm.cli import app
+from blox_slurm.sim.styles import styles
 from blox_slurm.sim.sweep import (
     CELLS,
     SweepError,
@@ -21,7 +22,7 @@ from blox_slurm.sim.sweep import (
     read_spec,
     write_plan,
 )
-from blox_slurm.sim.sweep_report import Estimate, styles
+from blox_slurm.sim.sweep_report import Estimate
 from blox_slurm.sim.sweep_slurm import ArrayLayout, array_spec, task_script, this_task
 
 SWEEP = """

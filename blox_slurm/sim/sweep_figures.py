@@ -11,20 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
+from .plot import figure, plot_jct_cdf, save
 from .records import RunResult
+from .styles import Style, styles
 from .sweep_report import (
     Estimate,
     Group,
-    Style,
     estimates,
-    group_of,
-    measured_hours,
     pivot_markdown,
-    styles,
     table_markdown,
     write_tables,
 )
@@ -32,19 +26,6 @@ from .sweep_report import (
 Estimates = Mapping[Group, Mapping[str, Estimate]]
 METRICS = (("avg_jct", "average JCT (hours)", "jct"),
            ("avg_responsiveness", "average responsiveness (minutes)", "responsiveness"))
-
-
-def _figure(ncols: int = 1) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(7 if ncols == 1 else 3.2 * ncols, 4.5), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, sharey=True, squeeze=False)[0]
-    return fig, list(axes)
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
 
 
 def _subtitle(results: Sequence[RunResult], cluster: str) -> str:
@@ -57,7 +38,7 @@ def _subtitle(results: Sequence[RunResult], cluster: str) -> str:
 def load_figure(est: Estimates, metric: str, label: str, cluster: str, colour: Mapping[str, Style],
                 title: str, path: Path) -> Path:
     """``metric`` against the load, a line per composition, its 95 % band over seeds."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = figure()
     loads: set[float] = set()
     for comp, st in colour.items():
         points = sorted((g.load, e[metric]) for g, e in est.items()
@@ -79,41 +60,14 @@ def load_figure(est: Estimates, metric: str, label: str, cluster: str, colour: M
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", frameon=True)
-    return _save(fig, path)
-
-
-def cdf_figure(results: Sequence[RunResult], cluster: str, colour: Mapping[str, Style],
-               title: str, path: Path) -> Path:
-    """JCT CDFs (log hours), one panel per load or trace, seeds pooled per composition."""
-    mine = [r for r in results if r.params.get("cluster") == cluster]
-    panels = sorted({group_of(r).workload: group_of(r).load for r in mine}.items(),
-                    key=lambda kv: (kv[1] is None, kv[1] or 0.0, kv[0]))
-    if len(panels) > 4:  # the lowest, the highest and two between
-        step = (len(panels) - 1) / 3
-        panels = [panels[round(i * step)] for i in range(4)]
-    fig, axes = _figure(len(panels))
-    for ax, (workload, _) in zip(axes, panels, strict=True):
-        for comp, st in colour.items():
-            hours = measured_hours(r for r in mine
-                                   if r.name == comp and group_of(r).workload == workload)
-            if hours:
-                ax.step(hours, [(i + 1) / len(hours) for i in range(len(hours))], where="post",
-                        color=st.colour, linestyle=st.line, label=comp)
-        ax.set_xscale("log")
-        ax.set_title(workload, fontsize=9)
-        ax.set_xlabel("JCT (hours, log)")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("fraction of measured jobs")
-    axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def trace_figure(est: Estimates, metric: str, label: str, cluster: str,
                  colour: Mapping[str, Style], title: str, path: Path) -> Path:
     """Bars per trace, one per composition (a sweep over traces has no load axis)."""
     traces = sorted({g.workload for g in est if g.cluster == cluster})
-    fig, (ax,) = _figure()
+    fig, (ax,) = figure()
     width = 0.8 / max(1, len(colour))
     for k, (comp, st) in enumerate(colour.items()):
         for i, trace in enumerate(traces):
@@ -128,7 +82,7 @@ def trace_figure(est: Estimates, metric: str, label: str, cluster: str,
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def write_report(name: str, compositions: Sequence[str], results: Sequence[RunResult],
@@ -147,8 +101,8 @@ def write_report(name: str, compositions: Sequence[str], results: Sequence[RunRe
             draw = load_figure if any(g.load is not None for g in est) else trace_figure
             figures.append(draw(est, metric, label, cluster, colour, title,
                                 out / f"{stem}{tag}.png"))
-        figures.append(cdf_figure(results, cluster, colour, f"{name}: JCT CDF — {sub}",
-                                  out / f"jct_cdf{tag}.png"))
+        mine = [r for r in results if r.params.get("cluster") == cluster]
+        figures.append(plot_jct_cdf(mine, out / f"jct_cdf{tag}.png", f"{name}: JCT CDF — {sub}"))
     text = [f"# Sweep `{name}`", "", f"{len(results)} runs; compositions "
             f"{', '.join(compositions)}; cluster(s) {', '.join(clusters)}.",
             "Values: mean over seeds ± half-width of the 95 % confidence interval.", "",

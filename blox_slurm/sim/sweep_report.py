@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import measured_jobs, summary_row, write_csv
+from .metrics import summary_row, write_csv
 from .records import RunResult
 
 #: Student's t at 97.5 % by degrees of freedom (n seeds - 1); beyond the table, 2.0 is close.
@@ -84,29 +84,6 @@ def estimates(results: Iterable[RunResult]) -> dict[Group, dict[str, Estimate]]:
     return {g: {m: Estimate.of(vs) for m, vs in values[g].items()} for g in keys}
 
 
-@dataclass(frozen=True)
-class Style:
-    """How one composition is drawn in every figure of a sweep. Colour and line style both
-    vary, so compositions that behave identically (an underloaded cluster) stay visible as
-    overlapping dashes instead of one hiding the other."""
-
-    colour: str
-    line: str
-    marker: str
-
-
-def styles(compositions: Sequence[str]) -> dict[str, Style]:
-    """One style per composition, in sweep-file order: tab10, then tab20's light shades."""
-    from matplotlib import colormaps
-    from matplotlib.colors import to_hex
-
-    palette = [colormaps["tab10"](i) for i in range(10)]
-    palette += [colormaps["tab20"](2 * i + 1) for i in range(10)]
-    lines, markers = ("-", "--", ":", "-."), ("o", "s", "^", "D", "v", "P")
-    return {c: Style(to_hex(palette[i % len(palette)]), lines[i % len(lines)],
-                     markers[i % len(markers)]) for i, c in enumerate(compositions)}
-
-
 def table_markdown(est: Mapping[Group, Mapping[str, Estimate]]) -> str:
     head = ["cluster", "workload", "composition", *(c[0] for c in COLUMNS), "seeds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -148,7 +125,3 @@ def write_tables(results: Sequence[RunResult], out: Path) -> None:
                 row[f"{column} ±95%"] = ms[metric].half_width
         rows.append(row)
     write_csv(rows, out / "summary.csv")
-
-
-def measured_hours(results: Iterable[RunResult]) -> list[float]:
-    return sorted(j.jct / 3600 for r in results for j in measured_jobs(r) if j.jct > 0)
