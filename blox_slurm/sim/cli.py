@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from rich import box
 from rich.table import Table
 
 from ..cli_errors import exit_codes
@@ -28,6 +29,7 @@ from .experiment import (
     save_runs,
 )
 from .metrics import summarize, summary_row, write_csv, write_json
+from .progress import describe, progress
 from .records import RunResult
 from .simulator import SimulationError
 
@@ -165,25 +167,44 @@ def _run_with_progress(exp: Experiment, quiet: bool) -> RunResult:
         return run(exp, progress=update)
 
 
-def _table(results: list[RunResult], title: str) -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("composition", "load", "jobs", "avg JCT h", "p50 h", "p99 h", "resp. s",
-                "queue s", "util %", "preempt", "wall s"):
-        t.add_column(col, justify="left" if col == "composition" else "right", no_wrap=True)
+#: Dropped, in this order, when the table is wider than the terminal (all are in --json and
+#: results.csv): a table cut at the edge is unreadable, one with fewer columns is not.
+OPTIONAL_COLUMNS = ("wall s", "queue s", "p50 h", "jobs")
 
+
+def _table(results: list[RunResult], title: str, width: int | None = None) -> Table:
     def f(v: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
         return "-" if v is None else fmt.format(v / scale)
 
+    rows = []
     for r in results:
         m = summarize(r)
         load_ = r.params.get("jobs_per_hour")
-        t.add_row(r.name, "-" if load_ is None else f"{load_:g}/h", str(m.count),
-                  f(m.avg_jct, 3600, "{:.2f}"), f(m.p50_jct, 3600, "{:.2f}"),
-                  f(m.p99_jct, 3600, "{:.2f}"), f(m.avg_responsiveness, fmt="{:.0f}"),
-                  f(m.avg_queueing_delay, fmt="{:.0f}"),
-                  f(None if m.utilization is None else m.utilization * 100),
-                  str(m.preemptions), f"{r.wall_seconds:.2f}")
+        rows.append({
+            "composition": r.name, "load": "-" if load_ is None else f"{load_:g}/h",
+            "jobs": str(m.count), "avg JCT h": f(m.avg_jct, 3600, "{:.2f}"),
+            "p50 h": f(m.p50_jct, 3600, "{:.2f}"), "p99 h": f(m.p99_jct, 3600, "{:.2f}"),
+            "resp. s": f(m.avg_responsiveness, fmt="{:.0f}"),
+            "queue s": f(m.avg_queueing_delay, fmt="{:.0f}"),
+            "util %": f(None if m.utilization is None else m.utilization * 100),
+            "preempt": str(m.preemptions), "wall s": f"{r.wall_seconds:.2f}"})
+    columns = list(rows[0]) if rows else ["composition"]
+    for optional in OPTIONAL_COLUMNS:
+        if width is None or _width(rows, columns) <= width:
+            break
+        columns.remove(optional)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for col in columns:
+        t.add_column(col, justify="left" if col == "composition" else "right",
+                     no_wrap=col != "composition", overflow="fold")
+    for row in rows:
+        t.add_row(*(row[c] for c in columns))
     return t
+
+
+def _width(rows: list[dict[str, str]], columns: list[str]) -> int:
+    """The table's width with SIMPLE_HEAD: each column's widest cell plus 2 of padding."""
+    return sum(max(len(c), *(len(r[c]) for r in rows)) + 2 for c in columns)
 
 
 def _report(results: list[RunResult], title: str, as_json: bool, out: Path | None) -> None:
@@ -193,7 +214,7 @@ def _report(results: list[RunResult], title: str, as_json: bool, out: Path | Non
         from .plot import write_plots
 
         out.mkdir(parents=True, exist_ok=True)
-        write_json([summarize(r) for r in results], out / "results.json")
+        write_json(rows, out / "results.json")  # metrics with what each row is for
         write_csv(rows, out / "results.csv")
         write_csv([{"composition": r.name, **row} for r in results for row in job_rows(r)],
                   out / "jobs.csv")
@@ -205,7 +226,7 @@ def _report(results: list[RunResult], title: str, as_json: bool, out: Path | Non
         typer.echo(json.dumps(rows, default=str, indent=2))
     else:
         screen = console()
-        screen.print(_table(results, title))
+        screen.print(_table(results, title, screen.width if screen.is_terminal else None))
         if out is not None:
             screen.print(f"results and plots in {out}/")
 
@@ -259,7 +280,11 @@ def compare(
         exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
                             skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, cli_sim,
                             throughputs, policy_path)
-        results = run_all(exps, processes)
+        if as_json:
+            results = run_all(exps, processes)
+        else:
+            with progress(len(exps)) as tick:
+                results = run_all(exps, processes, on_done=lambda exp: tick(describe(exp)))
         _report(results, f"comparison on {cluster}", as_json, out)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,13 +75,24 @@ def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
     return replace(result, params=params)
 
 
-def run_all(exps: list[Experiment], processes: int | None = None) -> list[RunResult]:
-    """Run experiments in a process pool (in order of ``exps``); ``processes=1`` runs inline."""
+def run_all(exps: list[Experiment], processes: int | None = None,
+            on_done: Callable[[Experiment], None] | None = None) -> list[RunResult]:
+    """Run experiments in a process pool, results in the order of ``exps``; ``processes=1``
+    runs inline. ``on_done`` hears of each experiment as it finishes (a progress display)."""
     n = processes or min(len(exps), os.cpu_count() or 1)
+    done = on_done or (lambda exp: None)
     if n <= 1 or len(exps) == 1:
-        return [run(e) for e in exps]
+        results = []
+        for e in exps:
+            results.append(run(e))
+            done(e)
+        return results
     with ProcessPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(run, exps))
+        futures = {pool.submit(run, e): i for i, e in enumerate(exps)}
+        for fut in as_completed(futures):
+            fut.result()  # a failed run fails the whole comparison, as before
+            done(exps[futures[fut]])
+        return [fut.result() for fut in sorted(futures, key=futures.__getitem__)]
 
 
 def save_runs(results: list[RunResult], path: str | Path) -> Path:

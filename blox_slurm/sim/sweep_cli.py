@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +18,7 @@ from ..core.registry import PolicyError
 from ..logs import console
 from ..workloads.schema import WorkloadError
 from .experiment import Experiment
+from .progress import describe, progress
 from .simulator import SimulationError
 from .sweep import (
     SweepError,
@@ -47,55 +47,21 @@ def _errors() -> AbstractContextManager[None]:
                        ValidationError), (SimulationError, SlurmUnavailable, Unfinished))
 
 
-def _describe(exp: Experiment) -> str:
-    label = exp.label
-    where = (f"{label['jobs_per_hour']:g} jobs/h seed {label['seed']}"
-             if "jobs_per_hour" in label else str(label.get("trace")))
-    return f"{exp.composition.get('name')} on {exp.cluster}, {where}"
-
-
-@contextmanager
-def _progress(total: int, done: int) -> Iterator[Callable[[str], None]]:
-    """A bar on a terminal, else one line per finished cell on stderr (logs, CI)."""
-    err = console(stderr=True)
-    if not err.is_terminal:
-        count = [done]
-
-        def line(text: str) -> None:
-            count[0] += 1
-            err.print(f"[{count[0]}/{total}] {text}", markup=False, highlight=False)
-
-        yield line
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress("cells", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("cells", total=total, completed=done)
-        yield lambda text: bar.update(task, advance=1)
-
-
 def _run_local(out: Path, todo: list[tuple[str, Experiment]], total: int,
                processes: int) -> list[str]:
     """Run the cells in a pool, each result written as it finishes; the failed cells' lines."""
     failed = []
-    with _progress(total, total - len(todo)) as tick, \
+    with progress(total, total - len(todo), "cells") as tick, \
             ProcessPoolExecutor(max_workers=processes) as pool:
         futures: dict[Future[Path], Experiment] = {
             pool.submit(run_cell, out, cid, exp): exp for cid, exp in todo}
         for fut in as_completed(futures):
             exp = futures[fut]
             if fut.exception() is not None:
-                failed.append(f"{_describe(exp)}: {fut.exception()}")
-                tick(f"FAILED {_describe(exp)}")
+                failed.append(f"{describe(exp)}: {fut.exception()}")
+                tick(f"FAILED {describe(exp)}")
             else:
-                tick(_describe(exp))
+                tick(describe(exp))
     return failed
 
 
@@ -175,7 +141,7 @@ def status(out: DirArg) -> None:
         cells = read_plan(out)
         todo = pending(out, cells)
         lines = [f"{len(cells) - len(todo)}/{len(cells)} cells finished"]
-        lines += [f"  unfinished: {_describe(exp)}" for _, exp in todo[:20]]
+        lines += [f"  unfinished: {describe(exp)}" for _, exp in todo[:20]]
         submission = read_submission(out)
         if submission:
             from .sweep_slurm import queued_tasks
