@@ -29,9 +29,9 @@ from pathlib import Path
 
 from gavel_vs_las import runs_everywhere
 
+from blox_slurm.core.composition import read
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.loading import load
-from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.metrics import summarize
 from blox_slurm.sim.simulator import Simulator
@@ -68,7 +68,7 @@ def run(args: tuple[Path, str, str, bool]) -> Outcome:
     if not all_jobs:
         wl = replace(wl, jobs=tuple(j for j in wl.jobs if runs_everywhere(thr, j)))
     comp = load(name)
-    cfg = SimConfig.model_validate(_sim_table(name))
+    cfg = SimConfig.model_validate(read(name)[1].get("simulation", {}))
     t0 = time.perf_counter()
     result = Simulator(wl, comp, ClusterSpec.parse(CLUSTER).build(), cfg, thr).run()
     wall = time.perf_counter() - t0

@@ -19,7 +19,7 @@ from ..loading import load
 from ..logs import console
 from ..workloads.schema import WorkloadError
 from ..workloads.throughput_spec import ThroughputSpec
-from .config import ClusterSpec, SimConfig
+from .config import ClusterSpec, SimConfig, mode_settings
 from .experiment import (
     Experiment,
     WorkloadSpec,
@@ -56,6 +56,10 @@ RoundOpt = Annotated[float | None, typer.Option("--round", help="Round duration 
 QuantizeOpt = Annotated[bool | None, typer.Option(
     "--quantize/--exact", help="Blox accounting: jobs end at the end of their last round.")]
 RestartOpt = Annotated[float | None, typer.Option(help="Seconds to restore after preemption.")]
+ModeOpt = Annotated[str | None, typer.Option(
+    "--mode", help="World: physical (spread jobs at spread rates, 30 s restarts), blox "
+    "(Blox's accounting) or gavel (Gavel's: consolidated rates, free restarts). Default: "
+    "the composition's own settings.")]
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", help="TOML with a [simulation] table from `blox-slurm calibrate`: "
     "round length, start latency and restart cost measured on a cluster.")]
@@ -127,14 +131,15 @@ def _sim_table(source: str | Path) -> dict[str, Any]:
 
 
 def _sim_overrides(calibration: Path | None, round_: float | None, quantize: bool | None,
-                   restart_cost: float | None) -> dict[str, Any]:
-    """What the command line sets over each composition's ``[simulation]``: a calibration
-    file's table (``blox-slurm calibrate``), then the explicit options over it."""
+                   restart_cost: float | None, mode: str | None = None) -> dict[str, Any]:
+    """What the command line sets over each composition's ``[simulation]``: a ``--mode``'s
+    world, a calibration file's table (``blox-slurm calibrate``) over it, then the explicit
+    options over both."""
     base = _sim_table(calibration) if calibration is not None else {}
     if calibration is not None and not base:
         raise CompositionError(f"{calibration}: no [simulation] table (write one with "
                                "`blox-slurm calibrate --out`)")
-    return {**base, **{k: v for k, v in (("round_duration", round_),
+    return {**mode_settings(mode), **base, **{k: v for k, v in (("round_duration", round_),
                                         ("quantize_to_rounds", quantize),
                                         ("restart_cost", restart_cost)) if v is not None}}
 
@@ -238,13 +243,13 @@ def simulate(
     workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
     jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
     measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
-    quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
+    quantize: QuantizeOpt = None, restart_cost: RestartOpt = None, mode: ModeOpt = None,
     calibration: CalibrationOpt = None, throughputs: ThroughputOpt = None,
     policy_path: PolicyPathOpt = None, as_json: JsonOpt = False, out: OutOpt = None,
 ) -> None:
     """Simulate one composition on a workload and print its metrics."""
     with user_errors():
-        cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost)
+        cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost, mode)
         (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
                               gpu_demand, measure, cluster, cli_sim, throughputs, policy_path)
         results = [_run_with_progress(exp, quiet=as_json)]
@@ -264,7 +269,7 @@ def compare(
     workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
     jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
     measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
-    quantize: QuantizeOpt = None, restart_cost: RestartOpt = None,
+    quantize: QuantizeOpt = None, restart_cost: RestartOpt = None, mode: ModeOpt = None,
     calibration: CalibrationOpt = None, throughputs: ThroughputOpt = None,
     policy_path: PolicyPathOpt = None, processes: ProcOpt = None, as_json: JsonOpt = False,
     out: OutOpt = None,
@@ -276,7 +281,7 @@ def compare(
     for six compositions.
     """
     with user_errors():
-        cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost)
+        cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost, mode)
         exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
                             skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, cli_sim,
                             throughputs, policy_path)

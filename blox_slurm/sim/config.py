@@ -100,3 +100,13 @@ class ClusterSpec(BaseModel):
 
     def __str__(self) -> str:
         return ",".join(f"{t}:{per}x{n}" for t, per, n in self.groups)
+
+
+def mode_settings(mode: str | None) -> dict[str, object]:
+    """The ``[simulation]`` settings of ``--mode`` (none without one); an unknown mode is
+    an error naming the known ones."""
+    if mode is None:
+        return {}
+    if mode not in MODES:
+        raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return dict(MODES[mode])

@@ -46,6 +46,7 @@ than the last reset starts over.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -60,7 +61,7 @@ from blox_slurm.core.model import ClusterSnapshot, Job
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 
-from .gavel import _largest_nodes, _rates, _time_on_types, allocate, usable_gpus
+from .gavel import _largest_nodes, _rates, allocate, usable_gpus
 
 Allocation = Literal["max_min_fairness", "max_min_agnostic", "fifo"]
 
@@ -72,7 +73,7 @@ class _Epoch:
     at: float
     jobs: frozenset[int]
     share: dict[int, np.ndarray]  # X[j, :] per job present at the reset
-    base: dict[int, dict[str, float]]  # seconds on each type at the reset
+    base: dict[int, np.ndarray]  # seconds on each type at the reset
     deficit: dict[int, np.ndarray] = field(default_factory=dict)
     fifo: dict[int, int] = field(default_factory=dict)  # FIFO: job -> type index
 
@@ -86,8 +87,47 @@ class _Round:
     capacity: np.ndarray  # usable GPUs per type
     jobs: list[Job]
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
-    spent: list[dict[str, float]]  # seconds on each type so far, per job
+    spent: np.ndarray  # jobs x types: seconds run there so far
     gpu_type: list[str]  # per GPU id
+
+
+class _TypeClock:
+    """Seconds each job ran on each type, counted from the running jobs each round sees (as
+    Gavel's scheduler counts them when a round ends): kept by the policy, not as job marks,
+    because writing marks for every running job every round cost more than the rest of the
+    mechanism. Counting twice at one time adds nothing; an earlier time starts over."""
+
+    def __init__(self) -> None:
+        self.now = -math.inf
+        self.spent: dict[int, np.ndarray] = {}
+        self.seen: dict[int, float] = {}
+
+    def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
+              n_types: int) -> np.ndarray:
+        """The jobs' seconds per type up to ``now`` (jobs x types)."""
+        if now < self.now:
+            self.spent.clear()
+            self.seen.clear()
+        self.now = now
+        spent, seen = self.spent, self.seen
+        rows = []
+        for j in jobs:
+            row = spent.get(j.id)
+            if row is None or len(row) != n_types:
+                row = spent[j.id] = np.zeros(n_types)
+            if j.running and j.run_since is not None:
+                since = max(seen.get(j.id, j.run_since), j.run_since)
+                if now > since:
+                    row[type_of_gpu[j.gpus[0]]] += now - since
+                seen[j.id] = now
+            rows.append(row)
+        return np.array(rows).reshape(len(jobs), n_types)
+
+    def keep_only(self, ids: frozenset[int]) -> None:
+        """Forget finished jobs."""
+        for table in (self.spent, self.seen):
+            for jid in [k for k in table if k not in ids]:
+                del table[jid]
 
 
 def fifo_types(queue: Sequence[tuple[int, int, np.ndarray]], kept: dict[int, int],
@@ -150,18 +190,22 @@ class GavelRounds(SchedulingBase):
         shuffle = self.p.shuffle_types
         self.shuffle = self.p.allocation != "max_min_fairness" if shuffle is None else shuffle
         self.epoch: _Epoch | None = None
+        self.clock = _TypeClock()
+        # Rates per job (id, GPUs, model, asked type) while the cluster's types and
+        # capacities stay the same: computing them was a third of a round.
+        self._rates: dict[tuple[object, ...], list[float]] = {}
+        self._rates_for: tuple[object, ...] = ()
         self.solve_times: list[float] = []  # seconds per allocation computed (benchmarks)
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
-        r, marks = self._inputs(snapshot, jobs)
+        r = self._inputs(snapshot, jobs)
         epoch = self._current_epoch(r)
         rng = random.Random(f"{self.p.seed}:{r.now!r}")
         chosen = self._assign(r, epoch, rng)
-        return Schedule(self._rank(r, chosen), marks=marks,
+        return Schedule(self._rank(r, chosen),
                         types={r.jobs[i].id: r.types[t] for i, t in chosen.items()})
 
-    def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]
-                ) -> tuple[_Round, tuple[tuple[int, str, float], ...]]:
+    def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
         model = snapshot.throughput or DEFAULT_THROUGHPUT
         largest = _largest_nodes(snapshot)
@@ -169,13 +213,23 @@ class GavelRounds(SchedulingBase):
         usable = usable_gpus(snapshot)
         capacity = np.array([usable[t] for t in types], dtype=float)
         ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
-        rates = np.array([_rates(model, j, types, capacity, largest) for j in ordered],
-                         dtype=float).reshape(len(ordered), len(types))
+        shape = (tuple(types), capacity.tobytes(), tuple(sorted(largest.items())), model)
+        if shape != self._rates_for:
+            self._rates, self._rates_for = {}, shape
+        cache = self._rates
+        rows = []
+        for j in ordered:
+            key = (j.id, j.num_gpus, j.model, j.hint("gpu_type"))
+            row = cache.get(key)
+            if row is None:
+                row = cache[key] = _rates(model, j, types, capacity, largest)
+            rows.append(row)
+        rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
         gpu_type = [g.type for g in snapshot.gpus]
-        counted = [_time_on_types(j, snapshot.now, gpu_type) for j in ordered]
-        marks = tuple(m for _, job_marks in counted for m in job_marks)
-        return _Round(snapshot.now, types, capacity, ordered, rates,
-                      [spent for spent, _ in counted], gpu_type), marks
+        index = {t: i for i, t in enumerate(types)}
+        type_of_gpu = [index.get(t, 0) for t in gpu_type]
+        spent = self.clock.count(ordered, snapshot.now, type_of_gpu, len(types))
+        return _Round(snapshot.now, types, capacity, ordered, rates, spent, gpu_type)
 
     def _current_epoch(self, r: _Round) -> _Epoch:
         """The allocation in force: the last reset's, or a new one when the job set changed
@@ -188,12 +242,12 @@ class GavelRounds(SchedulingBase):
             e = self.epoch = self._reset(r, e, ids)
         return e
 
-    def _since(self, r: _Round, e: _Epoch | None, i: int) -> np.ndarray:
-        """Seconds job ``i`` ran on each type since the reset, counted from ``initial_time``."""
-        j = r.jobs[i]
-        base = e.base.get(j.id, {}) if e is not None else {}
-        return np.array([self.p.initial_time + r.spent[i].get(t, 0.0) - base.get(t, 0.0)
-                         for t in r.types])
+    def _since(self, r: _Round, e: _Epoch) -> np.ndarray:
+        """Seconds each job ran on each type since the reset, counted from
+        ``initial_time`` (jobs x types)."""
+        zero = np.zeros(len(r.types))
+        base = np.array([e.base.get(j.id, zero) for j in r.jobs]).reshape(r.spent.shape)
+        return self.p.initial_time + r.spent - base
 
     def _reset(self, r: _Round, old: _Epoch | None, ids: frozenset[int]) -> _Epoch:
         """A reset: deficits take what each job was owed since the last one, time restarts,
@@ -202,12 +256,13 @@ class GavelRounds(SchedulingBase):
         zero = np.zeros(n_types)
         deficit = {}
         if old is not None:
+            had = self._since(r, old) - self.p.initial_time
             for i, j in enumerate(r.jobs):
                 owed = old.share.get(j.id, zero) * (r.now - old.at)
-                had = self._since(r, old, i) - self.p.initial_time
-                deficit[j.id] = old.deficit.get(j.id, zero) + owed - had
-        e = _Epoch(r.now, ids, {}, {j.id: dict(r.spent[i]) for i, j in enumerate(r.jobs)},
+                deficit[j.id] = old.deficit.get(j.id, zero) + owed - had[i]
+        e = _Epoch(r.now, ids, {}, {j.id: r.spent[i].copy() for i, j in enumerate(r.jobs)},
                    deficit)
+        self.clock.keep_only(ids)
         started = time.perf_counter()
         if self.p.allocation == "fifo":
             e.fifo = self._fifo(r, old)
@@ -253,7 +308,7 @@ class GavelRounds(SchedulingBase):
         zero = np.zeros(n_types)
         share = np.array([e.share.get(j.id, zero) for j in r.jobs]).reshape(n, n_types)
         deficit = np.array([e.deficit.get(j.id, zero) for j in r.jobs]).reshape(n, n_types)
-        since = np.array([self._since(r, e, i) for i in range(n)]).reshape(n, n_types)
+        since = self._since(r, e)
         runs = r.rates > 0
         prio = np.where(runs & (share > 0),
                         share / np.where(since > 0, since, 1e-9), 0.0)
