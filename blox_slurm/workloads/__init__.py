@@ -11,9 +11,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from .acme import load_acme
 from .csv_trace import load_csv
 from .gavel import load_gavel
 from .generator import GeneratorConfig, generate, load_config
+from .helios import load_helios
+from .pai import load_pai
 from .philly import load_philly
 from .sacct import load_sacct
 from .schema import JobSpec, Workload, WorkloadError
@@ -29,6 +32,9 @@ LOADERS: dict[str, Callable[..., Workload]] = {
     "philly": load_philly,
     "csv": load_csv,
     "sacct": load_sacct,
+    "helios": load_helios,
+    "pai": load_pai,
+    "acme": load_acme,
     "synthetic": _synthetic,
 }
 EXTENSIONS = {
@@ -74,8 +80,11 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "generate",
+    "load_acme",
     "load_csv",
     "load_gavel",
+    "load_helios",
+    "load_pai",
     "load_philly",
     "load_sacct",
     "load_workload",

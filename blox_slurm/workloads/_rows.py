@@ -14,12 +14,16 @@ format, not an error, so it is counted in ``Workload.meta["filtered"]`` and neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from math import isfinite
 from os import PathLike
+from typing import TYPE_CHECKING
 
 from .schema import JobSpec, Workload, WorkloadError
+
+if TYPE_CHECKING:
+    from _csv import Reader
 
 
 class RowError(ValueError):
@@ -66,6 +70,15 @@ def to_int(field: str, text: str, minimum: int | None = None) -> int:
     return value
 
 
+def to_count(field: str, text: str) -> int:
+    """A count >= 0 written as an integer or as a whole float (``8.0``): tables exported with
+    pandas write an integer column that has a missing value as floats (PAI's ``inst_num``)."""
+    value = to_float(field, text)
+    if not value.is_integer():
+        raise RowError(f"{field} must be a whole number, got {text!r}")
+    return int(value)
+
+
 def to_float(field: str, text: str, positive: bool = False) -> float:
     """A finite float; ``positive`` demands > 0, otherwise >= 0 (times and durations)."""
     try:
@@ -88,3 +101,21 @@ def to_time(field: str, text: str, fmt: str | None = None) -> datetime:
     except (TypeError, ValueError):
         expected = fmt or "ISO 8601 (YYYY-MM-DDTHH:MM:SS)"
         raise RowError(f"{field} must be a time like {expected}, got {text!r}") from None
+
+
+def csv_rows(
+    reader: Reader, rows: RowReporter, width: int, expected: str
+) -> Iterator[tuple[int, int, list[str]]]:
+    """``(index, line, fields)`` of each non-blank row of ``reader`` that has ``width`` fields;
+    a row of another width is reported bad (``expected`` says what the fields are) and left
+    out. ``index`` counts every non-blank row, so ids made from it do not shift when a bad row
+    is skipped."""
+    index = -1
+    for fields in reader:
+        if not fields:
+            continue
+        index += 1
+        if len(fields) != width:
+            rows.bad(reader.line_num, f"expected {width} fields ({expected}), got {len(fields)}")
+            continue
+        yield index, reader.line_num, [v.strip() for v in fields]
