@@ -202,8 +202,12 @@ class GavelRounds(SchedulingBase):
         epoch = self._current_epoch(r)
         rng = random.Random(f"{self.p.seed}:{r.now!r}")
         chosen = self._assign(r, epoch, rng)
-        return Schedule(self._rank(r, chosen),
-                        types={r.jobs[i].id: r.types[t] for i, t in chosen.items()})
+        types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
+        ranked = self._rank(r, chosen)
+        for j in ranked:  # a job Gavel did not pick and is stopped restarts only where it was
+            if j.running and j.id not in types:
+                types[j.id] = r.gpu_type[j.gpus[0]]
+        return Schedule(ranked, types=types)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""

@@ -1,0 +1,140 @@
+"""The Gavel-compatible mode: Gavel's world (consolidated rates, free restarts, jobs kept
+that cannot run on a type) and the rounds of Gavel's own simulator (gavel_rounds)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from _core_helpers import cluster, pending, running, snapshot
+
+from blox_slurm.core.model import Job, build_cluster
+from blox_slurm.core.throughput import ParametricThroughput
+from blox_slurm.loading import build, load
+from blox_slurm.policies.scheduling.gavel import allocate
+from blox_slurm.policies.scheduling.gavel_rounds import GavelRounds, fifo_types
+from blox_slurm.sim.cli import _sim_overrides
+from blox_slurm.sim.config import MODES, SimConfig
+from blox_slurm.sim.simulator import Simulator
+from blox_slurm.workloads.schema import JobSpec, Workload
+
+FIFO = build({"scheduling": "fifo", "placement": {"policy": "first_fit"}})
+
+
+def _finish(cfg: SimConfig, model: object, shape: object, specs: list[JobSpec],
+            comp: object = FIFO) -> dict[int, float]:
+    result = Simulator(Workload(tuple(specs)), comp, shape, cfg, model).run()  # type: ignore[arg-type]
+    assert not result.unfinished
+    return {r.id: r.finish for r in result.jobs}
+
+
+def test_gavel_world_runs_a_spread_job_at_its_consolidated_rate() -> None:
+    # A 2-GPU job on two 1-GPU nodes must span them: half speed in the physical world.
+    model = ParametricThroughput(spread_penalty=0.5)
+    job = [JobSpec(0, 0.0, 2, 1000.0)]
+    physical = _finish(SimConfig(round_duration=10), model, cluster(1, 1), job)
+    gavel = _finish(SimConfig(round_duration=10, rates="consolidated"), model, cluster(1, 1),
+                    job)
+    assert physical[0] == pytest.approx(2000.0)
+    assert gavel[0] == pytest.approx(1000.0)
+
+
+def test_gavel_world_restarts_for_free() -> None:
+    # LAS preempts the long job for the short one and restarts it: 30 s each time in the
+    # physical world, nothing in Gavel's.
+    las = load("las")
+    specs = [JobSpec(0, 0.0, 1, 1000.0), JobSpec(1, 100.0, 1, 100.0)]
+    costly = _finish(SimConfig(round_duration=100), None, cluster(1), specs, las)
+    free = _finish(SimConfig.model_validate({"round_duration": 100, **MODES["gavel"]}), None,
+                   cluster(1), specs, las)
+    assert costly[0] - free[0] == pytest.approx(30.0)
+
+
+def test_mode_sets_the_world_and_explicit_options_win() -> None:
+    assert _sim_overrides(None, None, None, None, "gavel") == {
+        **MODES["gavel"], "restart_cost": 0.0, "rates": "consolidated"}
+    assert _sim_overrides(None, None, None, 5.0, "gavel")["restart_cost"] == 5.0
+    assert _sim_overrides(None, None, None, None) == {}
+    with pytest.raises(ValueError, match="--mode must be one of physical, blox, gavel"):
+        _sim_overrides(None, None, None, None, "slurm")
+
+
+@dataclass(frozen=True)
+class NoBigOnK80:
+    """Model 'big' makes no progress on a k80 (Gavel measured 0.0); everything else runs
+    at 1 everywhere."""
+
+    def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
+        return 0.0 if job.model == "big" and gpu_type == "k80" else 1.0
+
+
+@pytest.mark.parametrize("name", ["gavel-max-min", "gavel-agnostic", "gavel-fifo"])
+def test_a_job_that_cannot_run_on_a_type_is_kept_and_runs_only_elsewhere(name: str) -> None:
+    # The world refuses a start where a job makes no progress (SimulationError), so a run
+    # that finishes every job never put 'big' on the k80, and ran it on the v100.
+    shape = build_cluster([("v100", 1, 1), ("k80", 1, 1)])
+    specs = [JobSpec(0, 0.0, 1, 5000.0, model="big"), JobSpec(1, 0.0, 1, 5000.0),
+             JobSpec(2, 10.0, 1, 3000.0, model="big")]
+    comp = load(name)
+    cfg = SimConfig.model_validate({"round_duration": 360.0, **MODES["gavel"]})
+    finish = _finish(cfg, NoBigOnK80(), shape, specs, comp)
+    # the two big jobs share the v100: together 8000 s of work on it
+    assert max(finish[0], finish[2]) >= 8000.0
+
+
+def test_agnostic_allocation_is_the_max_min_lp_with_unit_throughputs() -> None:
+    shape = build_cluster([("v100", 2, 1), ("k80", 2, 1)])
+    jobs = [pending(0, 1), pending(1, 2), pending(2, 1)]
+    slow_k80 = ParametricThroughput(type_speed={"k80": 0.1})
+    shares = []
+    for speed in (slow_k80, ParametricThroughput()):
+        policy = GavelRounds(GavelRounds.Params(allocation="max_min_agnostic"))
+        policy.order(snapshot(shape, jobs, throughput=speed), jobs)
+        assert policy.epoch is not None
+        shares.append(np.array([policy.epoch.share[j.id] for j in jobs]))
+    unit = allocate(np.ones((3, 2)), np.array([1.0, 2.0, 1.0]), np.array([2.0, 2.0]),
+                    "max_min_fairness", gavel_lp=True)
+    for x in shares:
+        assert x == pytest.approx(unit)
+    aware = GavelRounds()
+    aware.order(snapshot(shape, jobs, throughput=slow_k80), jobs)
+    assert aware.epoch is not None
+    assert np.array([aware.epoch.share[j.id] for j in jobs]) != pytest.approx(unit)
+
+
+def test_allocation_is_held_until_the_reset_interval_has_passed() -> None:
+    shape = build_cluster([("v100", 2, 1)])
+    policy = GavelRounds(GavelRounds.Params(reset_interval=1920.0))
+    a, b = pending(0, 1), pending(1, 1, submit=100.0)
+    policy.order(snapshot(shape, [a], now=0.0), [a])
+    policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
+    assert policy.epoch is not None and policy.epoch.at == 0.0
+    assert 1 not in policy.epoch.share  # no allocation before the next reset
+    policy.order(snapshot(shape, [a, b], now=1920.0), [a, b])
+    assert policy.epoch.at == 1920.0 and 1 in policy.epoch.share
+
+
+def test_types_fill_in_order_and_the_job_behind_its_share_goes_first() -> None:
+    # Two 1-GPU jobs, one v100: both allocated half of it; the one that ran less since the
+    # reset has the higher priority and gets the v100, the other is not started.
+    shape = build_cluster([("v100", 1, 1)])
+    policy = GavelRounds()
+    a, b = running(0, [0], since=0.0), pending(1, 1)
+    policy.order(snapshot(shape, [a, b], now=0.0), [a, b])
+    s = policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
+    assert [j.id for j in s.order] == [1, 0]  # b scheduled; a ranked after, to make room
+    assert s.types[1] == "v100"
+
+
+def test_gavel_heads_fifo_gives_the_type_that_sorts_last_even_beyond_its_gpus() -> None:
+    # Types by name: k80, p100, v100 with 4 GPUs each. The first 3-GPU job takes the v100s;
+    # the second does not fit there (1 left) but Gavel's HEAD still gives it the v100.
+    rates = np.ones(3)
+    out = fifo_types([(0, 3, rates), (1, 3, rates)], {}, {0: 3, 1: 3}, np.full(3, 4.0),
+                     rng=random.Random(0))
+    assert out == {0: 2, 1: 2}
+    # a job that makes no progress on that type is given none
+    assert fifo_types([(0, 1, np.array([1.0, 1.0, 0.0]))], {}, {0: 1}, np.full(3, 4.0),
+                      rng=random.Random(0)) == {}
