@@ -70,7 +70,7 @@ class NoBigOnK80:
         return 0.0 if job.model == "big" and gpu_type == "k80" else 1.0
 
 
-@pytest.mark.parametrize("name", ["gavel-max-min", "gavel-agnostic", "gavel-fifo"])
+@pytest.mark.parametrize("name", ["gavel-max-min", "gavel-agnostic", "gavel-fifo", "gavel"])
 def test_a_job_that_cannot_run_on_a_type_is_kept_and_runs_only_elsewhere(name: str) -> None:
     # The world refuses a start where a job makes no progress (SimulationError), so a run
     # that finishes every job never put 'big' on the k80, and ran it on the v100.

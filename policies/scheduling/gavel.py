@@ -307,6 +307,23 @@ def _assign(pairs: Sequence[_Pair], types: Sequence[str], capacity: np.ndarray
     return chosen, ranked
 
 
+def _confined(snapshot: ClusterSnapshot, jobs: Sequence[Job], types: Sequence[str]
+              ) -> dict[int, str]:
+    """Types for jobs left without one that make no progress on some type (Gavel measured
+    0.0: a large model on K80s): a waiting one gets the type where it runs fastest, a running
+    one its own (should it be stopped, it restarts there), so placement never puts them where
+    they cannot run. Jobs that run on every type keep any GPUs left."""
+    model = snapshot.throughput or DEFAULT_THROUGHPUT
+    gpu_type = snapshot.gpus
+    out = {}
+    for j in jobs:
+        rates = [model.rate(j, j.num_gpus, 1, t) for t in types]
+        if min(rates, default=1.0) > 0 or max(rates) <= 0:
+            continue
+        out[j.id] = gpu_type[j.gpus[0]].type if j.gpus else types[rates.index(max(rates))]
+    return out
+
+
 @register("scheduling", "gavel")
 class Gavel(SchedulingBase):
     """Gavel's heterogeneity-aware policies (allocation LP + round-based priorities)."""
@@ -367,6 +384,7 @@ class Gavel(SchedulingBase):
         chosen, ranked = _assign(pairs, types, capacity)
         rest = sorted((j for j in jobs if j.id not in chosen),
                       key=lambda j: (not j.running, -best.get(j.id, 0.0), j.submit_time, j.id))
+        chosen.update(_confined(snapshot, rest, types))
         marks = tuple(m for _, job_marks in counted for m in job_marks)
         return Schedule(ranked + rest, types=chosen, marks=marks)
 
