@@ -41,7 +41,7 @@ State. Gavel keeps its allocation, reset time and deficits in the scheduler; so 
 policy, in its instance (a controller restart begins with a reset). A round's choices are a
 function of that state and the snapshot (the type shuffle and FIFO's draw are seeded by the
 round's time), so deciding twice on one snapshot gives the same decisions. A snapshot older
-than the last reset starts over.
+than the last reset, or of a cluster with other GPU types, starts over.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class _Epoch:
     """What Gavel's scheduler keeps from one reset to the next."""
 
     at: float
+    types: tuple[str, ...]
     jobs: frozenset[int]
     share: dict[int, np.ndarray]  # X[j, :] per job present at the reset
     base: dict[int, np.ndarray]  # seconds on each type at the reset
@@ -117,8 +118,9 @@ class _TypeClock:
                 row = spent[j.id] = np.zeros(n_types)
             if j.running and j.run_since is not None:
                 since = max(seen.get(j.id, j.run_since), j.run_since)
-                if now > since:
-                    row[type_of_gpu[j.gpus[0]]] += now - since
+                on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
+                if now > since and on >= 0:
+                    row[on] += now - since
                 seen[j.id] = now
             rows.append(row)
         return np.array(rows).reshape(len(jobs), n_types)
@@ -199,6 +201,8 @@ class GavelRounds(SchedulingBase):
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         r = self._inputs(snapshot, jobs)
+        if not r.types:
+            return Schedule(r.jobs)  # no node up: nothing to allocate
         epoch = self._current_epoch(r)
         rng = random.Random(f"{self.p.seed}:{r.now!r}")
         chosen = self._assign(r, epoch, rng)
@@ -231,7 +235,7 @@ class GavelRounds(SchedulingBase):
         rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
         gpu_type = [g.type for g in snapshot.gpus]
         index = {t: i for i, t in enumerate(types)}
-        type_of_gpu = [index.get(t, 0) for t in gpu_type]
+        type_of_gpu = [index.get(t, -1) for t in gpu_type]
         spent = self.clock.count(ordered, snapshot.now, type_of_gpu, len(types))
         return _Round(snapshot.now, types, capacity, ordered, rates, spent, gpu_type)
 
@@ -239,8 +243,8 @@ class GavelRounds(SchedulingBase):
         """The allocation in force: the last reset's, or a new one when the job set changed
         and ``reset_interval`` has passed (Gavel's ``_update_priorities``)."""
         e = self.epoch
-        if e is not None and r.now < e.at:
-            e = None  # a snapshot from before the last reset: another world
+        if e is not None and (r.now < e.at or e.types != tuple(r.types)):
+            e = None  # a snapshot from before the last reset, or other types: another world
         ids = frozenset(j.id for j in r.jobs)
         if e is None or (ids != e.jobs and r.now - e.at >= self.p.reset_interval):
             e = self.epoch = self._reset(r, e, ids)
@@ -264,8 +268,8 @@ class GavelRounds(SchedulingBase):
             for i, j in enumerate(r.jobs):
                 owed = old.share.get(j.id, zero) * (r.now - old.at)
                 deficit[j.id] = old.deficit.get(j.id, zero) + owed - had[i]
-        e = _Epoch(r.now, ids, {}, {j.id: r.spent[i].copy() for i, j in enumerate(r.jobs)},
-                   deficit)
+        e = _Epoch(r.now, tuple(r.types), ids, {},
+                   {j.id: r.spent[i].copy() for i, j in enumerate(r.jobs)}, deficit)
         self.clock.keep_only(ids)
         started = time.perf_counter()
         if self.p.allocation == "fifo":
