@@ -37,8 +37,8 @@ import bisect
 import heapq
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from itertools import filterfalse
-from operator import attrgetter
+from itertools import compress, filterfalse
+from operator import attrgetter, not_
 
 from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
 from .composition import Composition
@@ -47,7 +47,7 @@ from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.
-_admitted, _id = attrgetter("admitted"), attrgetter("id")
+_admitted, _id, _gpus = attrgetter("admitted"), attrgetter("id"), attrgetter("gpus")
 
 
 
@@ -125,9 +125,7 @@ class _Walk:
         self.preemption = comp.preemption
         self.spare = comp.preemption.spares_victims  # Blox (minimize = false) stops them all
         self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
-        self._running: list[Job] | None = None  # running jobs in rank order, on first need
-        self._running_pos: list[int] = []
-        self._rank: dict[int, int] = {}  # running job id -> its position in the order
+        self._live: _Live | None = None  # running jobs that may still be stopped, on first need
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
@@ -138,7 +136,7 @@ class _Walk:
         in rank order (running ones keep their GPUs otherwise: walking only these keeps a
         round cheap when hundreds run)."""
         order, free, ledger = self.order, self.free, self.ledger
-        pending_pos = [i for i, j in enumerate(order) if not j.gpus]
+        pending_pos = list(compress(range(len(order)), map(not_, map(_gpus, order))))
         n_running = len(order) - len(pending_pos)
         move_pos = self._movers()
         walk = sorted(pending_pos + move_pos) if move_pos else pending_pos
@@ -202,6 +200,8 @@ class _Walk:
         if gpus is not None:
             self.free.give(job.gpus)
             self.ledger.move(job.id, gpus)
+            if self._live is not None:
+                self._live.leave(job.id)
 
     def restart(self, job: Job) -> tuple[int, ...] | None:
         """Free GPUs for running ``job`` at its size, taken from the pool, if placement
@@ -227,14 +227,10 @@ class _Walk:
         """Let the preemption policy stop running jobs ranked below ``pos`` (and in
         ``among``, if given) so that ``job`` fits; their GPUs join the free set. False if no
         choice of victims makes it fit."""
-        if self._running is None:
-            self._running_pos = [i for i, j in enumerate(self.order) if j.gpus]
-            self._running = [self.order[i] for i in self._running_pos]
-            self._rank = {self.order[i].id: i for i in self._running_pos}
-        below = bisect.bisect_right(self._running_pos, pos)
-        out = self.ledger.out
-        candidates = [v for v in self._running[below:] if not out(v.id)
-                      and (among is None or v.id in among)]
+        live = self.live()
+        candidates = live.below(pos)
+        if among is not None:
+            candidates = [v for v in candidates if v.id in among]
         if not candidates:
             return False
         comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
@@ -246,8 +242,13 @@ class _Walk:
         for v in victims:
             self.ledger.stop(v.id, job.id)
             self.free.give(v.gpus)
-            heapq.heappush(self.victims_due, (self._rank[v.id], v))
+            heapq.heappush(self.victims_due, (live.leave(v.id), v))
         return bool(victims)
+
+    def live(self) -> _Live:
+        if self._live is None:
+            self._live = _Live(self.order, self.ledger)
+        return self._live
 
     def spare_victims(self, upto: int) -> None:
         """Victims ranked above ``upto`` get another look, in rank order: the job a victim
@@ -262,10 +263,49 @@ class _Walk:
             if all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
                 self.ledger.spare(v.id)
                 free.take(v.gpus)
+                self.live().back(v)
             else:
                 gpus = self.relocate(v, at)
                 if gpus is not None:
                     self.ledger.restart(v.id, gpus)
+
+
+class _Live:
+    """The running jobs of a walk's order that no decision has yet taken off their GPUs, in
+    rank order: preemption's candidates are a slice of it. Kept up to date as jobs are
+    stopped, spared or moved, so finding the candidates below a rank is a bisection and a
+    C-level slice instead of a pass over every running job (a preemption-heavy round asks
+    once per waiting job, with a thousand jobs running)."""
+
+    __slots__ = ("jobs", "pos", "rank")
+
+    def __init__(self, order: Sequence[Job], ledger: Ledger) -> None:
+        pos = list(compress(range(len(order)), map(_gpus, order)))
+        jobs = list(map(order.__getitem__, pos))
+        self.rank = dict(zip(map(_id, jobs), pos, strict=True))  # every running job's position
+        if ledger.moves or ledger.stopped:  # moved before the first preemption
+            kept = [i for i, j in enumerate(jobs) if not ledger.out(j.id)]
+            pos, jobs = [pos[i] for i in kept], [jobs[i] for i in kept]
+        self.pos, self.jobs = pos, jobs
+
+    def below(self, rank: int) -> list[Job]:
+        """Those ranked below position ``rank``, highest first."""
+        return self.jobs[bisect.bisect_right(self.pos, rank):]
+
+    def leave(self, job_id: int) -> int:
+        """``job_id`` is stopped or moves: no longer a candidate. Returns its position."""
+        at = self.rank[job_id]
+        i = bisect.bisect_left(self.pos, at)
+        if i < len(self.pos) and self.pos[i] == at:
+            del self.pos[i], self.jobs[i]
+        return at
+
+    def back(self, job: Job) -> None:
+        """A victim spared after all: a candidate again, at its rank."""
+        at = self.rank[job.id]
+        i = bisect.bisect_left(self.pos, at)
+        self.pos.insert(i, at)
+        self.jobs.insert(i, job)
 
 
 def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterView,

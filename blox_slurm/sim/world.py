@@ -46,6 +46,8 @@ class World:
         # snapshot (``_requeued``).
         self.queued: dict[int, Job] = {}
         self._requeued = False
+        self._seq: dict[int, int] = {}  # active job -> its place in ``active`` (arrival count)
+        self._arrivals = 0
         self.finish_at: dict[int, float] = {}
         self._heap: list[tuple[float, int]] = []
         self.busy = 0
@@ -61,7 +63,13 @@ class World:
     # ------------------------------------------------------------------ jobs entering
 
     def arrive(self, job: Job) -> None:
-        self.active[job.id] = self.queued[job.id] = job
+        self._enter(job)
+        self.queued[job.id] = job
+
+    def _enter(self, job: Job) -> None:
+        self.active[job.id] = job
+        self._seq[job.id] = self._arrivals
+        self._arrivals += 1
 
     def resume(self, jobs: tuple[Job, ...], t: float) -> None:
         """The jobs of a start state (a fork): running ones keep their GPUs and progress."""
@@ -78,7 +86,7 @@ class World:
             if not job.gpus:
                 self.arrive(job)
                 continue
-            self.active[job.id] = job
+            self._enter(job)
             self.busy += len(job.gpus)
             self._schedule(job, t)
 
@@ -94,7 +102,7 @@ class World:
             ft, jid = heapq.heappop(heap)
             if self.finish_at.get(jid) != ft:
                 continue  # superseded by a stop
-            del self.finish_at[jid]
+            del self.finish_at[jid], self._seq[jid]
             job = self.active.pop(jid)
             self._end_run(job, ft)
             return job, ft
@@ -103,9 +111,9 @@ class World:
     # ------------------------------------------------------------------ rounds
 
     def snapshot(self, t: float, throughput: ThroughputModel) -> ClusterSnapshot:
-        if self._requeued:
+        if self._requeued:  # stopped jobs went to the end: back to ``active`` order
             queued = self.queued
-            self.queued = {jid: job for jid, job in self.active.items() if jid in queued}
+            self.queued = {jid: queued[jid] for jid in sorted(queued, key=self._seq.__getitem__)}
             self._requeued = False
         return ClusterSnapshot(t, self.nodes, self.gpus, tuple(self.active.values()),
                                throughput=throughput, usage=self.usage.at(t), free=self.free,

@@ -1,0 +1,101 @@
+"""The walk's index of preemption candidates (``round._Live``) against its definition.
+
+The walk used to recompute the candidates below a rank as "every running job ranked below,
+less those stopped or moved so far" on each call; the index keeps that list up to date
+instead. Any sequence of stops, spares and moves must leave it equal to the definition, and
+a round decided with it must equal one decided by a walk that recomputes it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _core_helpers import pending, running
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_round import COMPS, snapshots
+
+from blox_slurm.core import round as round_module
+from blox_slurm.core.ledger import Ledger
+from blox_slurm.core.round import _Live, decide
+
+
+@st.composite
+def walks(draw: st.DrawFn) -> tuple[list, list[tuple[str, int]]]:
+    """A rank order of running and pending jobs, and a sequence of (operation, argument)."""
+    kinds = draw(st.lists(st.booleans(), min_size=1, max_size=30))
+    order = [running(i, (i,), since=0.0) if run else pending(i) for i, run in enumerate(kinds)]
+    ops = draw(st.lists(st.tuples(st.sampled_from(["stop", "spare", "move", "below"]),
+                                  st.integers(0, len(order))), max_size=40))
+    return order, ops
+
+
+@settings(max_examples=300, deadline=None)
+@given(walks())
+def test_candidates_below_a_rank_are_the_running_jobs_not_yet_out(case) -> None:
+    order, ops = case
+    ledger = Ledger()
+    live = _Live(order, ledger)
+    rank = {j.id: i for i, j in enumerate(order)}
+
+    def definition(pos: int) -> list:
+        return [j for j in order[pos + 1:] if j.gpus and not ledger.out(j.id)]
+
+    for op, arg in ops:
+        if op == "below":
+            assert live.below(arg) == definition(arg)
+            continue
+        pick = [j for j in order if j.gpus and not ledger.out(j.id)]
+        if op == "spare":
+            stopped = [j for j in order if j.id in ledger.stopped]
+            if stopped:
+                victim = stopped[arg % len(stopped)]
+                ledger.spare(victim.id)
+                live.back(victim)
+        elif pick:
+            job = pick[arg % len(pick)]
+            if op == "stop":
+                ledger.stop(job.id, -1)
+            else:
+                ledger.move(job.id, job.gpus)
+            assert live.leave(job.id) == rank[job.id]
+    for pos in range(len(order) + 1):
+        assert live.below(pos) == definition(pos)
+
+
+def test_an_index_built_after_a_move_leaves_the_moved_job_out() -> None:
+    order = [running(1, (0,), since=0.0), running(2, (1,), since=0.0), pending(3)]
+    ledger = Ledger()
+    ledger.move(2, (3,))
+    assert [j.id for j in _Live(order, ledger).below(-1)] == [1]
+
+
+class _Recomputed:
+    """The definition the index replaces, as the walk computed it before: every running job
+    ranked below, less those out, found by a pass over the order on each call."""
+
+    def __init__(self, order, ledger: Ledger) -> None:
+        self.order, self.ledger = order, ledger
+        self.rank = {j.id: i for i, j in enumerate(order)}
+
+    def below(self, rank: int) -> list:
+        return [j for j in self.order[rank + 1:] if j.gpus and not self.ledger.out(j.id)]
+
+    def leave(self, job_id: int) -> int:
+        return self.rank[job_id]
+
+    def back(self, job) -> None:
+        pass
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_every_composition_decides_as_with_the_candidates_recomputed(s) -> None:
+    """Each bundled composition, with Gavel's moves and node states, decides the same
+    round with the index as with the pass it replaced."""
+    for name, c in COMPS.items():
+        for rank_all in (True, False):
+            fast = decide(s, c, explain=True, rank_all=rank_all)
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(round_module, "_Live", _Recomputed)
+                slow = decide(s, c, explain=True, rank_all=rank_all)
+            assert fast == slow, name
