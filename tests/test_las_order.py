@@ -1,5 +1,5 @@
-"""LAS's vectorized sort (numpy, from ``VECTOR_FROM`` jobs) against the plain sort it replaces:
-the same order for any jobs, ties in service included."""
+"""LAS's sort, with the attained service written out, against the sort by
+:meth:`Job.attained_service` it replaces: the same order for any jobs, ties included."""
 
 from __future__ import annotations
 
@@ -31,6 +31,6 @@ def jobs(draw: st.DrawFn) -> list[Job]:
 
 @settings(max_examples=400, deadline=None)
 @given(jobs(), st.sampled_from([0.0, 1e8]) | _times)
-def test_the_vectorized_sort_is_the_plain_sort(js: list[Job], now: float) -> None:
+def test_the_sort_is_the_one_by_attained_service(js: list[Job], now: float) -> None:
     plain = sorted(js, key=lambda j: (j.attained_service(now), j.submit_time, j.id))
     assert [j.id for j in by_service(js, now)] == [j.id for j in plain]
