@@ -47,7 +47,7 @@ def test_gavel_world_restarts_for_free() -> None:
     las = load("las")
     specs = [JobSpec(0, 0.0, 1, 1000.0), JobSpec(1, 100.0, 1, 100.0)]
     costly = _finish(SimConfig(round_duration=100), None, cluster(1), specs, las)
-    free = _finish(SimConfig.model_validate({"round_duration": 100, **MODES["gavel"]}), None,
+    free = _finish(SimConfig.model_validate({**MODES["gavel"], "round_duration": 100}), None,
                    cluster(1), specs, las)
     assert costly[0] - free[0] == pytest.approx(30.0)
 

@@ -57,15 +57,15 @@ class SimConfig(BaseModel):
 # The worlds of the published simulators, as [simulation] settings: what ``--mode`` sets
 # over a composition's own table. ``physical`` is the default world spelled out.
 MODES: dict[str, dict[str, object]] = {
-    "physical": {"quantize_to_rounds": False, "responsiveness": "start", "restart_cost": 30.0,
-                 "rates": "placement"},
+    "physical": {"round_duration": 300.0, "quantize_to_rounds": False,
+                 "responsiveness": "start", "restart_cost": 30.0, "rates": "placement"},
     # Blox: jobs end at the end of their last round, a start counts when its round ends, and
     # a restart is free.
-    "blox": {"quantize_to_rounds": True, "responsiveness": "blox", "restart_cost": 0.0,
-             "rates": "placement"},
-    # Gavel: consolidated rates whatever the placement, a restart is free.
-    "gavel": {"quantize_to_rounds": False, "responsiveness": "start", "restart_cost": 0.0,
-              "rates": "consolidated"},
+    "blox": {"round_duration": 300.0, "quantize_to_rounds": True, "responsiveness": "blox",
+             "restart_cost": 0.0, "rates": "placement"},
+    # Gavel: 360 s rounds, consolidated rates whatever the placement, a restart is free.
+    "gavel": {"round_duration": 360.0, "quantize_to_rounds": False, "responsiveness": "start",
+              "restart_cost": 0.0, "rates": "consolidated"},
 }
 
 
