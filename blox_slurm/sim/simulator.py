@@ -95,6 +95,9 @@ class Run:
         self.stop_early = measured is not None and cfg.stop_when_measured
         self.max_time = cfg.max_time if cfg.max_time is not None else math.inf
         self.time_dependent = sim.comp.time_dependent
+        # A policy that re-places running jobs with time alone (Gavel's rounds) needs every
+        # round while jobs run, not only while some wait.
+        self.every_round = getattr(sim.comp.scheduling, "moves_with_time", False)
         self.next_spec = 0
         self.t = ceil_to(self.specs[0].submit_time, self.rd) if self.specs else 0.0
         if sim.start is not None:
@@ -128,7 +131,8 @@ class Run:
                 self.progress(self.recorder.done_goal, self.goal)
         if cut or self._over():
             self.done = True
-        elif self.dirty or (self.time_dependent and self.world.queued):
+        elif self.dirty or (self.time_dependent and (
+                self.world.queued or (self.every_round and self.world.active))):
             self._round()
         else:
             self._jump()

@@ -177,6 +177,9 @@ class GavelRounds(SchedulingBase):
     """Gavel's own simulator's rounds: allocations held between resets, per-type queues."""
 
     time_dependent = True
+    # Gavel re-places every job every round: a running job's type can change with time
+    # alone, so the simulator runs every round while jobs run (not only while some wait).
+    moves_with_time = True
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
