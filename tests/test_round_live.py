@@ -8,14 +8,19 @@ a round decided with it must equal one decided by a walk that recomputes it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from _core_helpers import pending, running
+from _core_helpers import cluster, pending, running, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_round import COMPS, snapshots
 
 from blox_slurm.core import round as round_module
+from blox_slurm.core.abstractions import PreemptionBase
+from blox_slurm.core.composition import build
 from blox_slurm.core.ledger import Ledger
+from blox_slurm.core.registry import register
 from blox_slurm.core.round import _Live, decide
 
 
@@ -50,14 +55,15 @@ def test_candidates_below_a_rank_are_the_running_jobs_not_yet_out(case) -> None:
             if stopped:
                 victim = stopped[arg % len(stopped)]
                 ledger.spare(victim.id)
-                live.back(victim)
+                live.back(victim, rank[victim.id])
         elif pick:
             job = pick[arg % len(pick)]
             if op == "stop":
                 ledger.stop(job.id, -1)
+                assert live.leave(job) == rank[job.id]
             else:
                 ledger.move(job.id, job.gpus)
-            assert live.leave(job.id) == rank[job.id]
+                assert live.leave(job, rank[job.id]) == rank[job.id]
     for pos in range(len(order) + 1):
         assert live.below(pos) == definition(pos)
 
@@ -80,10 +86,10 @@ class _Recomputed:
     def below(self, rank: int) -> list:
         return [j for j in self.order[rank + 1:] if j.gpus and not self.ledger.out(j.id)]
 
-    def leave(self, job_id: int) -> int:
-        return self.rank[job_id]
+    def leave(self, job, at: int | None = None) -> int:
+        return self.rank[job.id]
 
-    def back(self, job) -> None:
+    def back(self, job, at: int) -> None:
         pass
 
 
@@ -99,3 +105,38 @@ def test_every_composition_decides_as_with_the_candidates_recomputed(s) -> None:
                 m.setattr(round_module, "_Live", _Recomputed)
                 slow = decide(s, c, explain=True, rank_all=rank_all)
             assert fast == slow, name
+
+
+@register("preemption", "test-copies-victims")
+class CopiesVictims(PreemptionBase):
+    """Names the lowest-ranked candidate by a copy of its record, not the object handed in."""
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def victims(self, job, candidates, free, count, fits):
+        return [replace(candidates[-1])]
+
+
+@register("preemption", "test-names-a-waiting-job")
+class NamesAWaitingJob(CopiesVictims):
+    def victims(self, job, candidates, free, count, fits):
+        return [job]
+
+
+def _full_cluster():
+    shape = cluster(2)
+    return snapshot(shape, [running(1, (0,), since=0.0), running(2, (1,), since=100.0),
+                            pending(3, submit=50.0)], now=1000.0)
+
+
+def test_a_victim_named_by_a_copy_is_found_by_its_id() -> None:
+    d = decide(_full_cluster(), build({"scheduling": "las", "preemption": "test-copies-victims"}))
+    assert d.preempt == (1,) and [s.job_id for s in d.start] == [3]
+    assert d == decide(_full_cluster(), build({"scheduling": "las"}))
+
+
+def test_a_policy_that_names_a_job_not_running_is_told_so() -> None:
+    comp = build({"scheduling": "las", "preemption": "test-names-a-waiting-job"})
+    with pytest.raises(ValueError, match="preemption chose job 3, which is not running"):
+        decide(_full_cluster(), comp)

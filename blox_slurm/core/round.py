@@ -201,7 +201,7 @@ class _Walk:
             self.free.give(job.gpus)
             self.ledger.move(job.id, gpus)
             if self._live is not None:
-                self._live.leave(job.id)
+                self._live.leave(job, pos)
 
     def restart(self, job: Job) -> tuple[int, ...] | None:
         """Free GPUs for running ``job`` at its size, taken from the pool, if placement
@@ -242,7 +242,7 @@ class _Walk:
         for v in victims:
             self.ledger.stop(v.id, job.id)
             self.free.give(v.gpus)
-            heapq.heappush(self.victims_due, (live.leave(v.id), v))
+            heapq.heappush(self.victims_due, (live.leave(v), v))
         return bool(victims)
 
     def live(self) -> _Live:
@@ -263,7 +263,7 @@ class _Walk:
             if all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
                 self.ledger.spare(v.id)
                 free.take(v.gpus)
-                self.live().back(v)
+                self.live().back(v, at)
             else:
                 gpus = self.relocate(v, at)
                 if gpus is not None:
@@ -277,35 +277,47 @@ class _Live:
     C-level slice instead of a pass over every running job (a preemption-heavy round asks
     once per waiting job, with a thousand jobs running)."""
 
-    __slots__ = ("jobs", "pos", "rank")
+    __slots__ = ("jobs", "order", "pos")
 
     def __init__(self, order: Sequence[Job], ledger: Ledger) -> None:
         pos = list(compress(range(len(order)), map(_gpus, order)))
         jobs = list(map(order.__getitem__, pos))
-        self.rank = dict(zip(map(_id, jobs), pos, strict=True))  # every running job's position
         if ledger.moves or ledger.stopped:  # moved before the first preemption
             kept = [i for i, j in enumerate(jobs) if not ledger.out(j.id)]
             pos, jobs = [pos[i] for i in kept], [jobs[i] for i in kept]
-        self.pos, self.jobs = pos, jobs
+        self.order, self.pos, self.jobs = order, pos, jobs
 
     def below(self, rank: int) -> list[Job]:
         """Those ranked below position ``rank``, highest first."""
         return self.jobs[bisect.bisect_right(self.pos, rank):]
 
-    def leave(self, job_id: int) -> int:
-        """``job_id`` is stopped or moves: no longer a candidate. Returns its position."""
-        at = self.rank[job_id]
+    def leave(self, job: Job, at: int | None = None) -> int:
+        """``job`` (at rank position ``at``, if known) is stopped or moves: no longer a
+        candidate. Returns its position."""
+        if at is None:
+            at = self._find(job)
         i = bisect.bisect_left(self.pos, at)
         if i < len(self.pos) and self.pos[i] == at:
             del self.pos[i], self.jobs[i]
         return at
 
-    def back(self, job: Job) -> None:
-        """A victim spared after all: a candidate again, at its rank."""
-        at = self.rank[job.id]
+    def back(self, job: Job, at: int) -> None:
+        """A victim spared after all: a candidate again, at its rank position ``at``."""
         i = bisect.bisect_left(self.pos, at)
         self.pos.insert(i, at)
         self.jobs.insert(i, job)
+
+    def _find(self, job: Job) -> int:
+        """The rank position of a victim: searched from the lowest rank, where preemption
+        takes them (a dict of every running job's position cost more than the search)."""
+        jobs = self.jobs
+        for i in range(len(jobs) - 1, -1, -1):
+            if jobs[i] is job:
+                return self.pos[i]
+        for i, other in enumerate(self.order):  # a victim named twice, or a copy of one
+            if other.id == job.id and other.gpus:
+                return i
+        raise ValueError(f"preemption chose job {job.id}, which is not running")
 
 
 def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterView,

@@ -189,9 +189,12 @@ def summarize(result: RunResult) -> Metrics:
     window = result.measured
     unfinished = sum(1 for i in result.unfinished if window is None or i in window)
     everyone = _columns(result.jobs, result.responsiveness_offset)
-    mask = _measured_mask(result, everyone["id"])
-    c = {name: column[mask] for name, column in everyone.items()}
-    count = int(mask.sum())
+    rho = _rho(everyone)
+    c, count = everyone, len(result.jobs)  # every job measured: no masked copy (100 MB at 1M)
+    if window is not None:
+        mask = _measured_mask(result, everyone["id"])
+        c = {name: column[mask] for name, column in everyone.items()}
+        count, rho = int(mask.sum()), rho[mask]
 
     makespan = utilization = None
     if count:
@@ -202,7 +205,6 @@ def summarize(result: RunResult) -> Metrics:
             mean = _mean_over(times, busy, np.array([first]), np.array([last]))
             utilization = float(mean[0]) / result.total_gpus
 
-    rho = _rho(everyone)[mask]
     rho = rho[~np.isnan(rho)]
     jct, resp = c["jct"], c["responsiveness"]
     preemptions = int(c["preemptions"].sum())
