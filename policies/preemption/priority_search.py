@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
-from blox_slurm.core.abstractions import Fits, FreeView, PreemptionBase
+from blox_slurm.core.abstractions import Fits, FreeView
 from blox_slurm.core.model import Job
 from blox_slurm.core.registry import register
+
+from .priority import PriorityPreemption
 
 
 def _first_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
@@ -40,19 +40,9 @@ def _first_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
 
 
 @register("preemption", "priority_search")
-class PrioritySearchPreemption(PreemptionBase):
+class PrioritySearchPreemption(PriorityPreemption):
     """``priority``'s victims (tail of the order, spared again where unneeded) in O(log k)
     placement trials; for placements that fit at least as well with more free GPUs."""
-
-    class Params(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        backfill: bool = True
-        minimize: bool = True
-
-    def __init__(self, params: Params | None = None) -> None:
-        p = params or self.Params()
-        self.backfill = p.backfill
-        self.spares_victims = p.minimize
 
     def victims(
         self, job: Job, candidates: Sequence[Job], free: FreeView, count: int, fits: Fits
