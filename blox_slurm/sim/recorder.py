@@ -18,10 +18,14 @@ class Recorder:
         self.records: list[JobRecord] = []
         self.utilization: list[tuple[float, int]] = [(0.0, 0)]
         self.done_goal = 0  # finished jobs that count towards the goal (measured ones, or all)
+        # One int object per busy count: each point would otherwise hold its own (above 256),
+        # 32 bytes of the ~100 a point costs; a million-job run keeps ~1.2 million points.
+        self._counts: dict[int, int] = {}
 
     def busy(self, at: float, gpus: int) -> None:
         """``gpus`` are busy from ``at`` (a later value at the same instant replaces it)."""
         util = self.utilization
+        gpus = self._counts.setdefault(gpus, gpus)
         if util[-1][0] == at:
             util[-1] = (at, gpus)
         else:
