@@ -20,8 +20,8 @@ from blox_slurm import loading
 from blox_slurm.core import composition
 from blox_slurm.core.model import build_cluster
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
-from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import SimConfig
+from blox_slurm.sim.options import sim_table
 from blox_slurm.sim.simulator import Simulator
 from blox_slurm.workloads.schema import JobSpec, Workload
 
@@ -108,7 +108,7 @@ def check_gpu_intervals(events, result, n_gpus: int) -> None:
 def test_simulation_invariants(name, case) -> None:
     shape, wl = case
     c = loading.load(name)
-    cfg = SimConfig.model_validate(_sim_table(name))
+    cfg = SimConfig.model_validate(sim_table(name))
     total = len(shape[1])
     result, events = simulate_recording(c, shape, wl, cfg)
 

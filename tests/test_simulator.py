@@ -14,8 +14,8 @@ from blox_slurm.core.model import build_cluster
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import ParametricThroughput
 from blox_slurm.policies.scheduling.fifo import Fifo
-from blox_slurm.sim.cli import _sim_table
 from blox_slurm.sim.config import ClusterSpec, SimConfig
+from blox_slurm.sim.options import sim_table
 from blox_slurm.sim.simulator import SimulationError, Simulator
 from blox_slurm.workloads import generate
 from blox_slurm.workloads.schema import JobSpec, Workload
@@ -186,7 +186,7 @@ def test_optimus_grown_job_runs_faster_in_the_simulator() -> None:
 # --------------------------------------------------------------------------- blox compat
 
 def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
-    table = _sim_table("blox-las")
+    table = sim_table("blox-las")
     assert table == {"quantize_to_rounds": True, "restart_cost": 0.0, "responsiveness": "blox"}
     c = loading.load("blox-las")
     assert c.preemption.spares_victims is False
@@ -199,7 +199,7 @@ def test_blox_las_bundled_composition_reproduces_blox_accounting() -> None:
 
 
 def test_blox_fifo_bundled_composition() -> None:
-    table = _sim_table("blox-fifo")
+    table = sim_table("blox-fifo")
     c = loading.load("blox-fifo")
     assert isinstance(c.scheduling, Fifo) and c.preemption.spares_victims is False
     wl = workload((0.0, 1, 1000.0), (0.0, 1, 500.0), (10.0, 1, 100.0))
@@ -311,7 +311,7 @@ def test_round_skipping_is_exact_where_one_round_leaves_work_for_the_next(name, 
     # every round.
     c = loading.load(name)
     every_round = dataclasses.replace(c, scheduling=_TimeDependent(c.scheduling))
-    cfg = _sim_table(name)
+    cfg = sim_table(name)
     for seed in seeds:
         wl, shape = _random_case(seed)
         a, b = run(wl, c, shape, **cfg), run(wl, every_round, shape, **cfg)

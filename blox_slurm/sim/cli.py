@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..cli_errors import exit_codes
 from ..core import registry
-from ..core.composition import CompositionError, bundled_names, read
+from ..core.composition import CompositionError, bundled_names
 from ..loading import load
 from ..logs import console
 from ..workloads.schema import WorkloadError
@@ -29,6 +29,7 @@ from .experiment import (
     save_runs,
 )
 from .metrics import summarize, summary_row, write_csv, write_json
+from .options import measure_window, sim_table
 from .progress import describe, progress
 from .records import RunResult
 from .simulator import SimulationError
@@ -61,7 +62,7 @@ ModeOpt = Annotated[str | None, typer.Option(
     "(Blox's accounting) or gavel (Gavel's: consolidated rates, free restarts). Default: "
     "the composition's own settings.")]
 CalibrationOpt = Annotated[Path | None, typer.Option(
-    "--calibration", help="TOML with a [simulation] table from `blox-slurm calibrate`: "
+    "--calibration", help="TOML with a \\[simulation] table from `blox-slurm calibrate`: "
     "round length, start latency and restart cost measured on a cluster.")]
 ThroughputOpt = Annotated[Path | None, typer.Option(
     "--throughputs", help="Gavel simulation_throughputs.json: measured throughput model.")]
@@ -76,18 +77,6 @@ def user_errors() -> AbstractContextManager[None]:
     """Bad input exits 2 with one clear message, runtime failures exit 1; no tracebacks."""
     return exit_codes((CompositionError, WorkloadError, registry.PolicyError, ValueError,
                        ValidationError), (SimulationError,))
-
-
-def _measure(measure: str | None, jobs: int) -> tuple[int, int] | None:
-    if measure is None:
-        return (3000, 4000) if jobs >= 4000 else None
-    if measure == "all":
-        return None
-    try:
-        lo, hi = (int(x) for x in measure.split(":"))
-    except ValueError:
-        raise ValueError(f"--measure must be FIRST:END or 'all', got {measure!r}") from None
-    return (lo, hi)
 
 
 def _experiments(
@@ -105,13 +94,12 @@ def _experiments(
     exps = []
     for name in configs:
         comp = load(name)
-        sim_table = _sim_table(name)
-        sim = SimConfig.model_validate({**sim_table, **cli_sim})
+        sim = SimConfig.model_validate({**sim_table(name), **cli_sim})
         for rate in rates if workload is None else [None]:
             if workload is None:
                 wl = WorkloadSpec(generator={"n_jobs": jobs, "jobs_per_hour": rate, "seed": seed,
                                              "gpu_demand": gpu_demand,
-                                             "measure": _measure(measure, jobs)})
+                                             "measure": measure_window(measure, jobs, "--measure")})
             else:
                 wl = WorkloadSpec(path=str(workload), format=format, skip_bad_rows=skip_bad_rows)
             label: dict[str, Any] = {"jobs_per_hour": rate} if rate is not None else {
@@ -121,21 +109,12 @@ def _experiments(
     return exps
 
 
-def _sim_table(source: str | Path) -> dict[str, Any]:
-    """The ``[simulation]`` table of a composition file (bundled or path), if any."""
-    path, data = read(source)
-    table = data.get("simulation", {})
-    if not isinstance(table, dict):
-        raise CompositionError(f"{path}: [simulation] must be a table")
-    return table
-
-
 def _sim_overrides(calibration: Path | None, round_: float | None, quantize: bool | None,
                    restart_cost: float | None, mode: str | None = None) -> dict[str, Any]:
     """What the command line sets over each composition's ``[simulation]``: a ``--mode``'s
     world, a calibration file's table (``blox-slurm calibrate``) over it, then the explicit
     options over both."""
-    base = _sim_table(calibration) if calibration is not None else {}
+    base = sim_table(calibration) if calibration is not None else {}
     if calibration is not None and not base:
         raise CompositionError(f"{calibration}: no [simulation] table (write one with "
                                "`blox-slurm calibrate --out`)")

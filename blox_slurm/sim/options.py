@@ -8,9 +8,11 @@ from typing import Any
 from ..core.composition import CompositionError, read
 
 
-def measure_window(measure: str | None, jobs: int) -> tuple[int, int] | None:
+def measure_window(measure: str | None, jobs: int, what: str = "measure"
+                   ) -> tuple[int, int] | None:
     """The measured job-id window: ``FIRST:END``, ``all`` (None: every job), or Blox's
-    default (jobs 3000-4000 once there are that many, so warm-up and drain are left out)."""
+    default (jobs 3000-4000 once there are that many, so warm-up and drain are left out);
+    ``what`` names the setting in the error (``--measure``, or a sweep file's ``measure``)."""
     if measure is None:
         return (3000, 4000) if jobs >= 4000 else None
     if measure == "all":
@@ -18,7 +20,7 @@ def measure_window(measure: str | None, jobs: int) -> tuple[int, int] | None:
     try:
         lo, hi = (int(x) for x in measure.split(":"))
     except ValueError:
-        raise ValueError(f"measure must be FIRST:END or 'all', got {measure!r}") from None
+        raise ValueError(f"{what} must be FIRST:END or 'all', got {measure!r}") from None
     return (lo, hi)
 
 
