@@ -139,3 +139,13 @@ def test_an_unknown_command_is_a_usage_error() -> None:
     assert "simulate" in group.commands and "simulat" not in group.commands
     result = runner.invoke(app, ["simulat"])
     assert result.exit_code == 2 and "No such command" in result.output
+
+
+@pytest.mark.parametrize("line", [line for line in FUNCTIONS if line != "fake-train"])
+def test_help_shows_bracketed_words_as_written(line: str) -> None:
+    """Rich reads ``[word]`` as markup and drops it: an option's help naming a TOML table
+    (``[simulation]``) lost it. Every bracketed word of the help must reach the screen."""
+    words = {w for p in command(line).params if p.help
+             for w in re.findall(r"\\?(\[[a-z_]+\])", p.help)}
+    result = runner.invoke(app, [*line.split(), "--help"], env={"COLUMNS": "200"})
+    assert [w for w in words if w not in result.stdout] == []
