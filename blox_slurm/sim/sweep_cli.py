@@ -27,6 +27,7 @@ from .sweep import (
     plan,
     read_plan,
     read_spec,
+    result_path,
     results,
     run_cell,
     write_plan,
@@ -131,7 +132,7 @@ def task(
         layout = ArrayLayout(len(cells), per_task)
         for i in layout.cell_range(this_task() if index is None else index):
             cid, exp = cells[i]
-            if (cid, exp) in pending(out, [(cid, exp)]):
+            if not result_path(out, cid).exists():  # a re-run task skips finished cells
                 run_cell(out, cid, exp)
 
 
