@@ -53,7 +53,7 @@ import pytest
 from conftest import LEASE
 
 from blox_slurm import loading
-from blox_slurm.core import composition
+from blox_slurm.core import composition, registry
 from blox_slurm.core.model import ClusterSnapshot
 from blox_slurm.demo.world import PARTITION, PYTHON, TRAINER, USERS, ManagedWorld
 from blox_slurm.slurm.client import SlurmJob
@@ -72,6 +72,7 @@ SEED_BUDGET_S = 45.0  # per seed; 3 seeds + world start-up within 3 minutes on 2
 SETTLE_S = 4.0  # how long a preempted job may take to be requeued held
 SKIP = {"synthesizer"}
 COMPOSITIONS = [n for n in composition.bundled_names() if n not in SKIP]
+GAVEL_ROUND_S = 360.0  # Gavel's round, the time unit of gavel_rounds' own parameters
 FINISHED_OK = "COMPLETED"
 SPREAD_BUG = (
     "a --gres=gpu:N job spread over k nodes by placement was pinned with ReqNodeList=<k nodes>, "
@@ -351,6 +352,22 @@ def check_audit_never_names(run: SeedRun, store: Store, ids: set[int]) -> None:
         run.bad(-1, f"audit names unmanaged jobs {sorted(named)}")
 
 
+def at_test_scale(name: str) -> composition.Composition:
+    """A bundled composition with its policies' times in this test's rounds. Gavel's rounds
+    keep an allocation for ``reset_interval`` seconds (1,920: five of Gavel's 360 s rounds)
+    and a job that arrives meanwhile waits for the next reset under FIFO: at 0.8 s rounds
+    that is 32 minutes of held jobs, by design, so the test scales those seconds as Gavel's
+    rounds scale to its own."""
+    path, data = composition.read(name)
+    section = data.get("scheduling", {})
+    if isinstance(section, dict) and section.get("policy") == "gavel_rounds":
+        scale = ROUND_S / GAVEL_ROUND_S
+        default = registry.get("scheduling", "gavel_rounds").params()
+        section["reset_interval"] = section.get("reset_interval", default.reset_interval) * scale
+        section["initial_time"] = section.get("initial_time", default.initial_time) * scale
+    return loading.build(data, name=name, base=path.parent)
+
+
 def run_seed(world: ManagedWorld, seed: int) -> SeedRun:
     rng = random.Random(seed)
     name = rng.choice(COMPOSITIONS)
@@ -362,7 +379,7 @@ def run_seed(world: ManagedWorld, seed: int) -> SeedRun:
                            store=str(world.base / f"consistency-{seed}.db"),
                            heartbeat=str(world.heartbeat), lease_seconds=float(LEASE),
                            grace_seconds=3.0, slurm_conf=str(world.emu.conf))
-    ctl = Recording(cfg, loading.load(name), client, Store(cfg.store))
+    ctl = Recording(cfg, at_test_scale(name), client, Store(cfg.store))
     # the plan: (arrival round, user, gpus, iterations or seconds, managed)
     plan = [(rng.randrange(0, 4), USERS[i % 3], rng.choice([g for g in (1, 1, 2, 2, 4)
                                                            if g <= biggest]),
