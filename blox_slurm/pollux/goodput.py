@@ -21,7 +21,6 @@ from .application import Application
 from .efficiency import GradStats, efficiency
 from .throughput import PerfParams, step_time
 
-CANDIDATES = 50  # total batch sizes tried per allocation, geometrically spaced
 _EPS = 1e-8  # so that ceil(4.000000001) stays 4
 
 
@@ -56,13 +55,16 @@ def goodput(
 def split_local_batch(
     app: Application, num_replicas: int, batch_size: ArrayLike
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """``(atomic_bsz, accum_steps)`` that train ``batch_size`` on ``num_replicas`` GPUs
-    with atomic batches no larger than the application's limit."""
+    """``(atomic_bsz, accum_steps)`` that train ``batch_size`` on ``num_replicas`` GPUs:
+    the fewest accumulation steps that keep atomic batches within the application's limit,
+    the atomic batch rounded up, then trimmed so the total never exceeds the maximum batch
+    (the artifact's rule, for chosen and tuned batch sizes alike)."""
     local = np.asarray(batch_size, dtype=np.float64) / num_replicas
     accum = np.ceil(local / app.max_local_bsz - _EPS) - 1
     if num_replicas == 1:
         accum = np.where(local > app.init_batch_size + _EPS, np.maximum(accum, 1), accum)
     atomic = np.ceil(local / (accum + 1) - _EPS)
+    atomic = np.minimum(atomic, app.max_batch_size // (num_replicas * (accum + 1)))
     return atomic.astype(np.int64), accum.astype(np.int64)
 
 
@@ -70,31 +72,26 @@ def best_config(
     app: Application, perf: PerfParams, stats: GradStats, num_nodes: int, num_replicas: int
 ) -> tuple[BatchConfig, float] | None:
     """The configuration of highest goodput on this allocation and its goodput; ``None``
-    when even the smallest local batch makes the batch exceed the application's maximum.
+    when even the smallest local batches make the batch exceed the application's maximum.
 
-    Candidates are batch sizes spaced geometrically from the smallest allowed to the
-    maximum, plus the validated batch sizes in that range (where the statistics are
-    measured rather than interpolated)."""
+    Every whole local batch from the smallest allowed to the largest is tried (at most the
+    maximum batch size of candidates, a few thousand, evaluated at once): unlike the
+    artifact's 50 geometric samples, no fixed request can beat the choice on its model."""
     smallest = max(app.init_batch_size, app.min_local_bsz * num_replicas)
-    if smallest > app.max_batch_size:
-        return None
-    validated = [b for b in app.trace.validation if smallest <= b]
-    batch = np.unique(np.concatenate(
-        [np.geomspace(smallest, app.max_batch_size, CANDIDATES), validated]))
-    atomic, accum = split_local_batch(app, num_replicas, batch)
+    local = np.arange(math.ceil(smallest / num_replicas), app.max_batch_size // num_replicas + 1)
+    atomic, accum = split_local_batch(app, num_replicas, local * num_replicas)
     value = goodput(perf, stats, app.init_batch_size, num_nodes, num_replicas, atomic, accum)
-    valid = (app.min_local_bsz <= atomic) & (atomic <= app.max_local_bsz)
-    value = np.where(valid, value, 0.0)
+    value = np.where((app.min_local_bsz <= atomic) & (atomic <= app.max_local_bsz), value, 0.0)
+    if not np.any(value > 0):
+        return None
     i = int(np.argmax(value))
     return BatchConfig(num_replicas, int(atomic[i]), int(accum[i])), float(value[i])
 
 
 def tuned_config(app: Application, num_replicas: int, batch_size: int) -> BatchConfig:
-    """A fixed request (the TunedJobs baselines): ``batch_size`` split over the replicas,
-    the atomic batch trimmed so the total never exceeds the application's maximum."""
+    """A fixed request (the TunedJobs baselines): ``batch_size`` split over the replicas."""
     atomic, accum = (int(v) for v in split_local_batch(app, num_replicas, batch_size))
-    count = num_replicas * (accum + 1)
-    return BatchConfig(num_replicas, max(1, min(atomic, app.max_batch_size // count)), accum)
+    return BatchConfig(num_replicas, max(1, atomic), accum)
 
 
 def packed_nodes(num_replicas: int, gpus_per_node: int) -> int:

@@ -18,6 +18,7 @@ from .generator import GeneratorConfig, generate, load_config
 from .helios import load_helios
 from .pai import load_pai
 from .philly import load_philly
+from .pollux import load_pollux
 from .sacct import load_sacct
 from .schema import JobSpec, Workload, WorkloadError
 
@@ -35,6 +36,7 @@ LOADERS: dict[str, Callable[..., Workload]] = {
     "helios": load_helios,
     "pai": load_pai,
     "acme": load_acme,
+    "pollux": load_pollux,
     "synthetic": _synthetic,
 }
 EXTENSIONS = {
@@ -86,6 +88,7 @@ __all__ = [
     "load_helios",
     "load_pai",
     "load_philly",
+    "load_pollux",
     "load_sacct",
     "load_workload",
 ]
