@@ -17,7 +17,15 @@ from blox_slurm.loading import build, load
 from blox_slurm.sim import simulator as simulator_module
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import SimulationError, Simulator
-from blox_slurm.sim.synthesizer import CHOICE, DUE, PREDICTED, Synthesizer
+from blox_slurm.sim.synthesizer import (
+    CHOICE,
+    DUE,
+    PREDICTED,
+    Synthesizer,
+    choice_rows,
+    choice_summary,
+    evaluations,
+)
 from blox_slurm.workloads.schema import JobSpec, Workload
 
 
@@ -270,3 +278,29 @@ def test_each_evaluation_logs_the_choice_and_every_prediction(caplog) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("synth at t=0: srtf decides; predicted avg_jct: fifo ")
     assert ", srtf " in lines[0]
+
+
+def test_a_run_records_every_evaluation_with_its_choice_and_predictions() -> None:
+    """What the synthesizer chose when is part of the run's result (results.json,
+    choices.csv), not only a log line: one record per evaluation, ``every`` rounds apart,
+    naming the best-predicted candidate (or the current one on a tie)."""
+    specs = tuple(JobSpec(i, 400.0 * i, 1 + i % 2, 900.0 + 700.0 * (i % 5)) for i in range(30))
+    s = synth("fifo", "las", "srtf", every=2, horizon=3600.0)
+    result = Simulator(Workload(specs), s, cluster(2, 2)).run()
+    evs = evaluations(result.choices)
+    assert len(evs) >= 3 and all(b["t"] - a["t"] >= 2 * 300.0 - 1e-6
+                                 for a, b in zip(evs, evs[1:], strict=False))
+    previous = None
+    for e in evs:
+        assert set(e["predicted"]) == {"fifo", "las", "srtf"}
+        best = min(e["predicted"].values())
+        assert e["predicted"][e["decides"]] <= best * (1 + 1e-9)
+        if previous is not None and e["predicted"][previous] <= best * (1 + 1e-9):
+            assert e["decides"] == previous  # a tie keeps the current choice
+        previous = e["decides"]
+    rows = choice_rows([result])
+    assert [r["decides"] for r in rows] == [e["decides"] for e in evs]
+    assert rows[0]["hours"] == evs[0]["t"] / 3600.0 and "predicted srtf" in rows[0]
+    line = choice_summary(result)
+    assert line is not None and line.startswith(f"synth: {len(evs)} evaluations; decided by ")
+    assert choice_summary(Simulator(Workload(specs), load("fifo"), cluster(2, 2)).run()) is None

@@ -1,4 +1,5 @@
-"""What a simulation keeps of its run: a record per finished job and the utilization timeline.
+"""What a simulation keeps of its run: a record per finished job, the utilization timeline and
+the composition's choices (the synthesizer's evaluations).
 
 Kept apart from the world (which only knows the present) so the event loop can stop at any
 point and still say what happened, and so a fork that records nothing costs nothing more.
@@ -7,7 +8,7 @@ point and still say what happened, and so a fork that records nothing costs noth
 from __future__ import annotations
 
 from ..core.model import Job
-from .records import JobRecord
+from .records import Choice, JobRecord
 
 
 class Recorder:
@@ -21,6 +22,7 @@ class Recorder:
         # One int object per busy count: each point would otherwise hold its own (above 256),
         # 32 bytes of the ~100 a point costs; a million-job run keeps ~1.2 million points.
         self._counts: dict[int, int] = {}
+        self.choices: list[Choice] = []
 
     def busy(self, at: float, gpus: int) -> None:
         """``gpus`` are busy from ``at`` (a later value at the same instant replaces it)."""
@@ -30,6 +32,10 @@ class Recorder:
             util[-1] = (at, gpus)
         else:
             util.append((at, gpus))
+
+    def chose(self, at: float, composition: str, state: tuple[tuple[str, float], ...]) -> None:
+        """The round at ``at`` set composition state (see :class:`Choice`)."""
+        self.choices.append(Choice(at, composition, state))
 
     def finished(self, job: Job, at: float) -> None:
         self.records.append(JobRecord(

@@ -34,6 +34,18 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Choice:
+    """A round in which the composition asked the world to keep new state: for the policy
+    synthesizer, an evaluation (which candidate decides from then on, and every candidate's
+    predicted score, ``Decisions.state``). Kept so a run says what a meta-policy chose when,
+    not only how it ended."""
+
+    t: float
+    composition: str  # the composition that decided the round
+    state: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     """A finished run. ``utilization`` is a step function: ``(time, busy_gpus)`` points, each
     value holding until the next point; ``measured`` is the set of job ids in the window."""
@@ -51,3 +63,4 @@ class RunResult:
     # Seconds added to every job's time to first start: a round under Blox's definition
     # (SimConfig.responsiveness), else 0.
     responsiveness_offset: float = 0.0
+    choices: tuple[Choice, ...] = ()  # rounds that set composition state, in time order

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from ..core.accounting import DecayedUsage
 from ..core.composition import Composition
+from ..core.fit import types_hint
 from ..core.model import ClusterSnapshot, Gpu, Job, Node
 from ..core.round import decide
 from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, for_rates
@@ -147,7 +148,8 @@ class Run:
             + tuple(s.id for s in self.specs[self.next_spec:]),
             rounds=self.rounds, decide_calls=self.rounds, wall_seconds=wall_seconds,
             responsiveness_offset=self.world.cfg.round_duration
-            if self.world.cfg.responsiveness == "blox" else 0.0)
+            if self.world.cfg.responsiveness == "blox" else 0.0,
+            choices=tuple(rec.choices))
 
     def _complete(self, upto: float) -> None:
         world, rec = self.world, self.recorder
@@ -162,7 +164,8 @@ class Run:
         while i < len(specs) and specs[i].submit_time <= t:
             s = specs[i]
             world.arrive(Job(s.id, s.submit_time, s.num_gpus, s.user, s.account, s.model,
-                             s.duration, s.cpus, s.memory_mb, last_event=s.submit_time))
+                             s.duration, s.cpus, s.memory_mb, last_event=s.submit_time,
+                             hints=types_hint(s.gpu_types)))
             i += 1
             self.dirty = True
         self.next_spec = i
@@ -176,6 +179,8 @@ class Run:
         self.rounds += 1
         world, t = self.world, self.t
         d = decide(world.snapshot(t, self.model), self.comp, rank_all=False)
+        if d.state:
+            self.recorder.chose(t, d.composition, d.state)
         if not d.empty:
             world.apply(d, t)
             self.recorder.busy(t, world.busy)

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +43,7 @@ from ..core.composition import Composition, CompositionError, RoundChoice, build
 from ..core.model import ClusterSnapshot, Job
 from ..workloads.schema import Workload
 from .config import SimConfig
-from .records import RunResult
+from .records import Choice, RunResult
 from .simulator import Simulator
 
 _NO_ARRIVALS = Workload(jobs=(), source="synthesizer fork")
@@ -140,6 +141,46 @@ class Synthesizer(Composition):
             out.append(Prediction(cand.name, _score(result, jobs, end, p.objective),
                                   len(result.jobs), sum(r.preemptions for r in result.jobs)))
         return out
+
+
+def evaluations(choices: Sequence[Choice]) -> list[dict[str, Any]]:
+    """A run's synthesizer evaluations as records a person reads (``results.json``,
+    ``choices.csv``): when, which candidate decides from then on, and every candidate's
+    predicted score (lower is better); choices of other compositions are left out."""
+    out = []
+    for c in choices:
+        predicted = {k[len(PREDICTED):]: v for k, v in c.state if k.startswith(PREDICTED)}
+        if predicted:
+            out.append({"t": c.t, "decides": c.composition, "predicted": predicted})
+    return out
+
+
+def choice_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """One row per evaluation of every run (``choices.csv``): the run, the time in hours,
+    the candidate that decides from then on and each candidate's predicted score."""
+    return [{"composition": r.name, "hours": e["t"] / 3600.0, "decides": e["decides"],
+             **{f"predicted {name}": score for name, score in e["predicted"].items()}}
+            for r in results for e in evaluations(r.choices)]
+
+
+def choice_summary(result: RunResult) -> str | None:
+    """One line on what a synthesizer run chose: how often each candidate decided and when
+    it switched; ``None`` for a run without evaluations."""
+    evs = evaluations(result.choices)
+    if not evs:
+        return None
+    share = Counter(e["decides"] for e in evs)
+    switches = [e for before, e in zip(evs, evs[1:], strict=False)
+                if e["decides"] != before["decides"]]
+    parts = ", ".join(f"{name} {_percent(n / len(evs))}" for name, n in share.most_common())
+    moves = "; ".join(f"{e['t'] / 3600:.1f} h -> {e['decides']}" for e in switches[:5])
+    more = f" (+{len(switches) - 5} more)" if len(switches) > 5 else ""
+    return (f"{result.name}: {len(evs)} evaluations; decided by {parts}; "
+            f"{len(switches)} switches" + (f": {moves}{more}" if switches else ""))
+
+
+def _percent(x: float) -> str:
+    return "<1%" if 0 < x < 0.005 else f"{x:.0%}"
 
 
 def _with_duration(job: Job, now: float, floor: float) -> Job:
