@@ -1,16 +1,19 @@
 """Gavel-compatible mode beside Gavel's own simulator, on Gavel's three Philly traces.
 
-    python benchmarks/gavel_compat.py                      # all three traces, kept jobs
-    python benchmarks/gavel_compat.py --trace 0e4a51 --all-jobs
-    python benchmarks/gavel_compat.py --data DIR           # traces + throughputs elsewhere
+    python benchmarks/gavel_compat.py --data DIR               # all three traces, kept jobs
+    python benchmarks/gavel_compat.py --data DIR --trace 0e4a51 --all-jobs
+
+``DIR`` holds Gavel's ``msr_seed0_<id>.trace`` files and ``simulation_throughputs.json``
+(``$GAVEL_DATA`` when ``--data`` is not given).
 
 Runs the bundled ``gavel-fifo``, ``gavel-agnostic`` and ``gavel-max-min`` compositions (their
 ``[simulation]`` tables set Gavel's world: consolidated rates, no restart cost, 360 s rounds)
 on 36 V100 + 36 P100 + 36 K80 GPUs (``v100:4x9,p100:4x9,k80:4x9``) with Gavel's measured
 ``simulation_throughputs.json`` (``GavelThroughput``: steps/s for GPU counts Gavel did not
 measure are estimated, the same steps/s Gavel's simulator was given). Jobs: those whose model
-runs on every type at its GPU count (the set Gavel's simulator ran for the figures below);
-``--all-jobs`` keeps every job (one that cannot run on a type is never placed there).
+runs on every type at its GPU count (the set Gavel's simulator ran for the figures below:
+``--unrunnable drop``); ``--all-jobs`` keeps every job, each on the types it progresses on
+(``--unrunnable restrict``).
 
 Prints, per trace and composition: average JCT beside Gavel's own simulator's (its HEAD,
 ECOS, same cluster, jobs and steps/s), the difference, the agnostic / Gavel ratios, wall
@@ -21,13 +24,14 @@ solves against rounds, and the solve time per round that solved (median) and in 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from gavel_vs_las import runs_everywhere
+from gavel_vs_las import data_dir
 
 from blox_slurm.core.composition import read
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
@@ -37,8 +41,8 @@ from blox_slurm.sim.metrics import summarize
 from blox_slurm.sim.simulator import Simulator
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
+from blox_slurm.workloads.runnable import handle_unrunnable
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 CLUSTER = "v100:4x9,p100:4x9,k80:4x9"
 TRACES = ("2869ce", "e13805", "0e4a51")
 COMPOSITIONS = ("gavel-fifo", "gavel-agnostic", "gavel-max-min")
@@ -66,8 +70,8 @@ def run(args: tuple[Path, str, str, bool]) -> Outcome:
     data, trace, name, all_jobs = args
     thr = GavelThroughput(data / "simulation_throughputs.json", fallback=DEFAULT_THROUGHPUT)
     wl = load_gavel(data / f"msr_seed0_{trace}.trace", throughputs=thr)
-    if not all_jobs:
-        wl = replace(wl, jobs=tuple(j for j in wl.jobs if runs_everywhere(thr, j)))
+    types = [t for t, _, _ in ClusterSpec.parse(CLUSTER).groups]
+    wl, _ = handle_unrunnable(wl, thr, types, "restrict" if all_jobs else "drop")
     comp = load(name)
     cfg = SimConfig.model_validate(read(name)[1].get("simulation", {}))
     t0, c0 = time.perf_counter(), time.process_time()
@@ -104,17 +108,17 @@ def report(outcomes: list[Outcome], all_jobs: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA,
-                    help="directory with msr_seed0_<id>.trace and simulation_throughputs.json")
+    ap.add_argument("--data", type=Path, default=os.environ.get("GAVEL_DATA"),
+                    help="directory with msr_seed0_<id>.trace and simulation_throughputs.json"
+                    " (default: $GAVEL_DATA)")
     ap.add_argument("--trace", choices=TRACES, action="append",
                     help="trace id (repeatable; default: all three)")
     ap.add_argument("--all-jobs", action="store_true",
                     help="keep jobs that cannot run on some type (never placed there)")
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
-    if not (a.data / "simulation_throughputs.json").exists():
-        raise SystemExit(f"{a.data}: no simulation_throughputs.json (pass --data DIR)")
-    work = [(a.data, t, c, a.all_jobs) for t in a.trace or TRACES for c in COMPOSITIONS]
+    data = data_dir(a.data)
+    work = [(data, t, c, a.all_jobs) for t in a.trace or TRACES for c in COMPOSITIONS]
     print(f"cluster {CLUSTER}, Gavel's measured throughputs, "
           f"{'every job' if a.all_jobs else 'jobs that run on every type'}")
     with ProcessPoolExecutor(max_workers=max(1, a.workers)) as pool:

@@ -1,9 +1,12 @@
 """Must-show: Gavel max-min fairness vs heterogeneity-agnostic LAS on Gavel's Philly traces.
 
-    python benchmarks/gavel_vs_las.py                       # msr_seed0_2869ce, every job
-    python benchmarks/gavel_vs_las.py --trace 0e4a51 --jobs 400
-    python benchmarks/gavel_vs_las.py --trace e13805 --cluster k80:4x9,p100:4x9,v100:4x9
-    python benchmarks/gavel_vs_las.py --trace e13805 --arrival-scale 2   # twice the load
+    python benchmarks/gavel_vs_las.py --data DIR            # msr_seed0_2869ce, every job
+    python benchmarks/gavel_vs_las.py --data DIR --trace 0e4a51 --jobs 400
+    python benchmarks/gavel_vs_las.py --data DIR --trace e13805 --cluster k80:4x9,p100:4x9,v100:4x9
+    python benchmarks/gavel_vs_las.py --data DIR --trace e13805 --arrival-scale 2   # 2x the load
+
+``DIR`` holds Gavel's ``msr_seed0_<id>.trace`` files and ``simulation_throughputs.json``
+(``$GAVEL_DATA`` when ``--data`` is not given).
 
 Cluster: 36 V100 + 36 P100 + 36 K80 GPUs (9 nodes x 4 of each type). The simulator's speeds
 come from Gavel's measured ``simulation_throughputs.json`` (GavelThroughput, as with
@@ -11,8 +14,9 @@ come from Gavel's measured ``simulation_throughputs.json`` (GavelThroughput, as 
 (slower for most models; Recommendation runs faster on P100 and K80 in Gavel's table). Every
 composition runs the identical job stream, 360 s rounds (Gavel's), 30 s restart cost.
 Jobs whose model does not run on some type at its GPU count (Gavel measured 0.0, e.g. large
-models on K80s) are dropped and counted: a heterogeneity-agnostic scheduler would place them
-there and make no progress (the simulator rejects that).
+models on K80s) are dropped and counted (``handle_unrunnable(..., "drop")``, what
+``--unrunnable drop`` does): a heterogeneity-agnostic scheduler would place them there and
+make no progress (the simulator rejects that).
 
 Prints the trace's offered load, then per composition the average and median JCT,
 preemptions per job, queueing delay (time not holding GPUs), the average JCT per duration
@@ -26,6 +30,7 @@ load), ``--restart-cost`` changes the restart penalty.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -34,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from blox_slurm.core.model import Job
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 from blox_slurm.loading import build, load
 from blox_slurm.sim.config import ClusterSpec, SimConfig
@@ -42,9 +46,9 @@ from blox_slurm.sim.metrics import summarize
 from blox_slurm.sim.simulator import Simulator
 from blox_slurm.workloads.gavel import load_gavel
 from blox_slurm.workloads.gavel_throughput import GavelThroughput
-from blox_slurm.workloads.schema import JobSpec, Workload
+from blox_slurm.workloads.runnable import handle_unrunnable
+from blox_slurm.workloads.schema import Workload
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gavel"
 CLUSTER = "v100:4x9,p100:4x9,k80:4x9"
 COMPOSITIONS: dict[str, str | dict[str, Any]] = {
     "gavel (max-min fairness)": "gavel",
@@ -61,6 +65,7 @@ BUCKETS = ((0.0, 1.0), (1.0, 4.0), (4.0, 24.0), (24.0, float("inf")))
 
 @dataclass(frozen=True)
 class Setup:
+    data: Path
     trace: str
     jobs: int | None = None
     cluster: str = CLUSTER
@@ -80,22 +85,29 @@ class Outcome:
     wall: float
 
 
-def runs_everywhere(thr: GavelThroughput, spec: JobSpec) -> bool:
-    job = Job(spec.id, spec.submit_time, spec.num_gpus, model=spec.model)
-    return all(thr.rate(job, spec.num_gpus, nodes, t) > 0
-               for t in ("v100", "p100", "k80") for nodes in (1, 2))
-
-
 def workload(setup: Setup) -> tuple[Workload, GavelThroughput, int]:
     """The job stream every composition runs, its throughput model and the dropped count."""
-    thr = GavelThroughput(DATA / "simulation_throughputs.json", fallback=DEFAULT_THROUGHPUT)
-    wl = load_gavel(DATA / f"msr_seed0_{setup.trace}.trace", throughputs=thr)
+    thr = GavelThroughput(setup.data / "simulation_throughputs.json",
+                          fallback=DEFAULT_THROUGHPUT)
+    wl = load_gavel(setup.data / f"msr_seed0_{setup.trace}.trace", throughputs=thr)
     if setup.jobs is not None:
         wl = replace(wl, jobs=wl.jobs[:setup.jobs], measure=None)
-    kept = tuple(j for j in wl.jobs if runs_everywhere(thr, j))
+    types = [t for t, _, _ in ClusterSpec.parse(setup.cluster).groups]
+    wl, dropped = handle_unrunnable(wl, thr, types, "drop")
     if setup.arrival_scale != 1.0:
-        kept = tuple(replace(j, submit_time=j.submit_time / setup.arrival_scale) for j in kept)
-    return replace(wl, jobs=kept), thr, len(wl.jobs) - len(kept)
+        wl = replace(wl, jobs=tuple(replace(j, submit_time=j.submit_time / setup.arrival_scale)
+                                    for j in wl.jobs))
+    return wl, thr, dropped
+
+
+def data_dir(given: str | None) -> Path:
+    """Gavel's data directory from ``--data`` or ``$GAVEL_DATA``: an argument, never a path
+    baked into the repository."""
+    if given is None:
+        raise SystemExit("where is Gavel's data? pass --data DIR or set $GAVEL_DATA")
+    if not (Path(given) / "simulation_throughputs.json").exists():
+        raise SystemExit(f"{given}: no simulation_throughputs.json (pass --data DIR)")
+    return Path(given)
 
 
 def offered_load(wl: Workload, gpus: int) -> float:
@@ -126,6 +138,9 @@ def run(args: tuple[str, str | dict[str, Any], Setup]) -> Outcome:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=os.environ.get("GAVEL_DATA"),
+                    help="directory with msr_seed0_<id>.trace and simulation_throughputs.json"
+                    " (default: $GAVEL_DATA)")
     ap.add_argument("--trace", default="2869ce", choices=["0e4a51", "2869ce", "e13805"])
     ap.add_argument("--jobs", type=int, default=None, help="only the first N jobs (a prefix)")
     ap.add_argument("--cluster", default=CLUSTER, help="node types in GPU-id order")
@@ -134,9 +149,7 @@ def main() -> None:
     ap.add_argument("--restart-cost", type=float, default=30.0)
     ap.add_argument("--workers", type=int, default=len(COMPOSITIONS))
     a = ap.parse_args()
-    if not (DATA / "simulation_throughputs.json").exists():
-        raise SystemExit(f"Gavel reference data not found at {DATA}")
-    setup = Setup(a.trace, a.jobs, a.cluster, a.arrival_scale, a.restart_cost)
+    setup = Setup(data_dir(a.data), a.trace, a.jobs, a.cluster, a.arrival_scale, a.restart_cost)
     wl, _, dropped = workload(setup)
     gpus = len(ClusterSpec.parse(a.cluster).build()[1])
     print(f"trace msr_seed0_{a.trace} ({'all jobs' if a.jobs is None else f'first {a.jobs}'},"

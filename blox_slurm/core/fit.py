@@ -2,10 +2,12 @@
 node-count shape placements honour.
 
 The engine hands a placement policy only GPUs on nodes the job can use (:func:`allowed`): of
-its GPU type (the user's ``gpu_type`` hint, Slurm ``--gres=gpu:v100:2``, or the type a
-heterogeneity-aware scheduler such as Gavel chose for it this round, passed as
-``gpu_type``, never written into the job's hints), with its CPUs and memory free where the
-world counts them. A placement policy then only ranks what fits.
+its GPU types (:func:`required_types`: the type a heterogeneity-aware scheduler such as Gavel
+chose for it this round, passed as ``gpu_type``, never written into the job's hints; else the
+user's ``gpu_type`` hint, Slurm ``--gres=gpu:v100:2``; else the ``gpu_types`` set a simulated
+trace gives a job that makes no progress on some type, ``--unrunnable restrict``), with its
+CPUs and memory free where the world counts them. A placement policy then only ranks what
+fits.
 
 A job may also be bound to an exact number of nodes: the ``nodes`` hint, set by the Slurm
 snapshot for a job that asked for GPUs *per node* (``--gres=gpu:N``; see
@@ -23,6 +25,9 @@ from .abstractions import FreeGpus, FreeView
 from .model import ClusterSnapshot, GpuId, Job
 
 HINT = "gpu_type"
+#: The GPU types a job may use, comma-separated: set only by the simulator for a trace job
+#: restricted to the types it makes progress on (a Slurm user's hint is ``gpu_type``, one type).
+TYPES = "gpu_types"
 NODES = "nodes"
 
 #: Orders candidate nodes: (node position in ``free``, its free GPUs) -> sort key.
@@ -78,14 +83,13 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     free where the world counts them (:func:`per_node_needs`, less what ``booked`` says this
     round has handed out); ``free`` itself when nothing narrows it. The result is a
     read-only view for placement."""
-    want = gpu_type or job.hint(HINT)
+    want = required_types(job, gpu_type)
     needs = per_node_needs(snapshot, job, booked)
-    if not want and not needs:
+    if want is None and not needs:
         return free
     keep = None
-    if want:
-        want = want.casefold()
-        keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() == want}
+    if want is not None:
+        keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() in want}
     # A node with more free GPUs than the world reported got a victim's GPUs back in this
     # round (a preemption trial): the victim's CPUs and memory come back with them.
     given_back = snapshot.free.by_node if snapshot.free is not None else {}
@@ -97,6 +101,23 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     if len(by_node) == len(free.by_node):
         return free  # nothing narrowed: no copy (this runs in every preemption trial)
     return FreeGpus(by_node, snapshot.gpus)
+
+
+def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | None:
+    """The GPU types (case-folded) ``job`` may run on, ``None`` for any: the scheduler's
+    choice this round, else the user's single ``gpu_type`` hint, else the simulator's
+    ``gpu_types`` set. The one reading of a job's type constraint, for placement and for
+    heterogeneity-aware schedulers alike."""
+    one = gpu_type or job.hint(HINT)
+    if one:
+        return frozenset((one.casefold(),))
+    many = job.hint(TYPES)
+    return frozenset(t.casefold() for t in many.split(",")) if many else None
+
+
+def types_hint(types: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """A simulated job's hints for the GPU types it is restricted to (none: any type)."""
+    return ((TYPES, ",".join(types)),) if types else ()
 
 
 def per_node_needs(snapshot: ClusterSnapshot, job: Job, booked: Booked | None = None

@@ -30,6 +30,9 @@ class JobSpec:
     account: str = ""
     cpus: int = 0
     memory_mb: int = 0
+    # GPU types the job may run on (empty: any): set for a job that makes no progress on
+    # some type of the cluster, under ``unrunnable = "restrict"`` (:mod:`.runnable`).
+    gpu_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:

@@ -13,7 +13,8 @@ controller's free index leaves them out) are not the policy's to hand out, and c
 would send jobs to a type whose GPUs are busy, to wait there.
 
 ``thr[j,t] = 0`` (a job that does not run on ``t``, needs more GPUs than ``t`` has, or asked
-for another type: ``--gres=gpu:k80:1`` in Slurm, the ``gpu_type`` hint) pins ``X[j,t] = 0``.
+for another type: ``--gres=gpu:k80:1`` in Slurm, the ``gpu_type`` hint; or, simulated, is
+restricted to the types it makes progress on, ``--unrunnable restrict``) pins ``X[j,t] = 0``.
 The objectives:
 
 * ``max_min_fairness``: maximize ``min_j eff_j / eq_j``. ``eq_j`` is the job's throughput under
@@ -66,6 +67,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from blox_slurm.core.abstractions import FreeGpus, Schedule, SchedulingBase
+from blox_slurm.core.fit import required_types
 from blox_slurm.core.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
@@ -250,11 +252,12 @@ def _largest_nodes(snapshot: ClusterSnapshot) -> dict[str, int]:
 def _rates(model: ThroughputModel, job: Job, types: Sequence[str], capacity: np.ndarray,
            largest: dict[str, int]) -> list[float]:
     """``thr[j, :]``: the job's rate at its requested GPU count on each type; 0 (which pins
-    ``X[j,t] = 0``) on a type with fewer usable GPUs than it needs or other than the one the
-    user asked for, the only type it can use then."""
-    asked = job.hint("gpu_type")
+    ``X[j,t] = 0``) on a type with fewer usable GPUs than it needs or outside the types it
+    may use (:func:`~blox_slurm.core.fit.required_types`: the one a user asked for, or those
+    a simulated trace restricts it to)."""
+    asked = required_types(job)
     return [model.rate(job, job.num_gpus, 1 if job.num_gpus <= largest[t] else 2, t)
-            if job.num_gpus <= cap and asked in (None, t) else 0.0
+            if job.num_gpus <= cap and (asked is None or t.casefold() in asked) else 0.0
             for t, cap in zip(types, capacity, strict=True)]
 
 

@@ -57,6 +57,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.fit import required_types
 from blox_slurm.core.model import ClusterSnapshot, Job
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
@@ -230,7 +231,7 @@ class GavelRounds(SchedulingBase):
         cache = self._rates
         rows = []
         for j in ordered:
-            key = (j.id, j.num_gpus, j.model, j.hint("gpu_type"))
+            key = (j.id, j.num_gpus, j.model, required_types(j))
             row = cache.get(key)
             if row is None:
                 row = cache[key] = _rates(model, j, types, capacity, largest)
