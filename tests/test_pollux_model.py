@@ -15,11 +15,12 @@ from blox_slurm.pollux.efficiency import GradStats, efficiency, gain
 from blox_slurm.pollux.goodput import (
     best_config,
     goodput,
-    packed_nodes,
+    packed_placement,
     split_local_batch,
     tuned_config,
 )
-from blox_slurm.pollux.progress import advance, fixed_rate, isolated_seconds
+from blox_slurm.pollux.measured import MeasuredSteps, normalize, step_seconds
+from blox_slurm.pollux.progress import advance, isolated_seconds, rate_at
 from blox_slurm.pollux.throughput import (
     PerfParams,
     fit_perf_params,
@@ -173,19 +174,16 @@ def test_advance_walks_epochs_and_stops_at_the_target(app: Application) -> None:
         advance(app, 0.0, 1.0, lambda epoch: 0.0)
 
 
-def test_isolated_seconds_sums_each_epoch_at_its_efficiency(
-    app: Application, perf: PerfParams
-) -> None:
+def test_isolated_seconds_sums_each_epoch_at_its_efficiency(app: Application) -> None:
     config = tuned_config(app, 4, 64)
     assert (config.atomic_bsz, config.accum_steps, config.batch_size) == (16, 0, 64)
-    seconds_per_step = float(step_time(perf, 1, 4, 16))
+    seconds_per_step = 0.25
     expected = 0.0
     for epoch, span in enumerate((98.0, 101.0, 101.0)):
         s = app.grad_stats(64, epoch)
         gain_64 = (s.var + s.sqr) / (s.var / 4 + s.sqr)  # the published formula, scale 64/16
         expected += span * seconds_per_step / gain_64
-    assert isolated_seconds(app, perf, config, 1) == pytest.approx(expected)
-    assert fixed_rate(app, perf, config, 1)(0) > 0
+    assert isolated_seconds(app, rate_at(app, config, seconds_per_step)) == pytest.approx(expected)
 
 
 def test_a_single_gpu_above_the_initial_batch_accumulates(app: Application) -> None:
@@ -199,7 +197,7 @@ def test_a_single_gpu_above_the_initial_batch_accumulates(app: Application) -> N
 def test_the_chosen_batch_beats_every_tuned_batch_on_its_own_model(
     app: Application, perf: PerfParams, replicas: int
 ) -> None:
-    nodes = packed_nodes(replicas, 4)
+    nodes = len(packed_placement(replicas, 4))
     for epoch in range(app.max_epochs):
         stats = app.grad_stats(app.init_batch_size, epoch)
         chosen = best_config(app, perf, stats, nodes, replicas)
@@ -229,3 +227,34 @@ def test_no_configuration_when_the_smallest_local_batches_exceed_the_maximum(
     app: Application, perf: PerfParams
 ) -> None:
     assert best_config(app, perf, GradStats(1.0, 1.0), 9, 33) is None  # 33 x 8 > 256
+
+
+def test_packed_placement_fills_nodes_first() -> None:
+    assert packed_placement(6, 4) == (4, 2)
+    assert packed_placement(8, 4) == (4, 4)
+    assert packed_placement(1, 4) == (1,)
+
+
+def test_measured_steps_interpolate_a_measured_placement(app: Application) -> None:
+    steps = MeasuredSteps(app.trace)
+    at_16 = (float(step_time(TRUE, 2, 8, 16)), float(step_time(TRUE, 2, 8, 16)) - 0.082)
+    assert steps((4, 4), 16) == pytest.approx(at_16)
+    halfway = (float(step_time(TRUE, 2, 8, 16)) + float(step_time(TRUE, 2, 8, 32))) / 2
+    assert steps((4, 4), 24)[0] == pytest.approx(halfway)
+    assert steps((4, 4), 1000) == steps((4, 4), 64)  # clamped at the measured end
+    assert normalize((0, 4, 1)) == (1, 4) and steps((2, 1, 1), 8) == steps((1, 1, 2), 8)
+
+
+def test_measured_steps_of_unmeasured_shapes_come_from_neighbours(app: Application) -> None:
+    steps = MeasuredSteps(app.trace)
+    assert steps((4, 4, 4), 8)[0] == pytest.approx(float(step_time(TRUE, 3, 12, 8)))  # a row
+    between = steps((4, 4, 4, 4, 4), 8)[0]  # 5 nodes: between 4x16 and the 6x24 row
+    assert float(step_time(TRUE, 4, 16, 8)) < between < float(step_time(TRUE, 6, 24, 8))
+    with pytest.raises(ValueError, match="toy: no measurement near 9 nodes, 36 GPUs"):
+        steps((4,) * 9, 8)
+
+
+def test_accumulation_adds_compute_only_passes(app: Application) -> None:
+    steps = MeasuredSteps(app.trace)
+    step, sync = steps((4,), 32)
+    assert step_seconds(steps, (4,), 32, 2) == pytest.approx(step + 2 * (step - sync))

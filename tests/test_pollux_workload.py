@@ -10,8 +10,8 @@ import pytest
 
 from blox_slurm.pollux.application import Application
 from blox_slurm.pollux.goodput import tuned_config
-from blox_slurm.pollux.progress import isolated_seconds
-from blox_slurm.pollux.throughput import fit_perf_params
+from blox_slurm.pollux.measured import MeasuredSteps, step_seconds
+from blox_slurm.pollux.progress import isolated_seconds, rate_at
 from blox_slurm.pollux.traces import load_application
 from blox_slurm.workloads import WorkloadError, load_workload
 from blox_slurm.workloads.pollux import load_pollux, tuned_batch_sizes
@@ -27,10 +27,13 @@ def test_rows_become_jobs_timed_at_their_tuned_request() -> None:
     assert [(j.id, j.submit_time, j.num_gpus, j.model) for j in workload.jobs] == [
         (0, 0.0, 1, "toy"), (2, 10.0, 6, "toy"), (1, 30.0, 4, "toy")]  # by arrival
     app = Application.of(load_application(FIXTURES / "traces" / "toy"))
-    perf = fit_perf_params(app.trace.placements)
+    steps = MeasuredSteps(app.trace)
     by_id = {j.id: j for j in workload.jobs}
-    for job_id, (gpus, batch, nodes) in {0: (1, 16, 1), 1: (4, 64, 1), 2: (6, 256, 2)}.items():
-        expected = isolated_seconds(app, perf, tuned_config(app, gpus, batch), nodes)
+    requests = {0: (1, 16, (1,)), 1: (4, 64, (4,)), 2: (6, 256, (4, 2))}
+    for job_id, (gpus, batch, placement) in requests.items():
+        config = tuned_config(app, gpus, batch)
+        step = step_seconds(steps, placement, config.atomic_bsz, config.accum_steps)
+        expected = isolated_seconds(app, rate_at(app, config, step))
         assert by_id[job_id].duration == pytest.approx(expected)
     assert tuned_batch_sizes(workload) == {0: 16, 1: 64, 2: 256}
     assert json.loads(workload.meta["names"]) == {"0": "toy-0", "1": "toy-1", "2": "toy-2"}

@@ -94,6 +94,7 @@ def tuned_config(app: Application, num_replicas: int, batch_size: int) -> BatchC
     return BatchConfig(num_replicas, max(1, atomic), accum)
 
 
-def packed_nodes(num_replicas: int, gpus_per_node: int) -> int:
-    """Nodes of the tightest placement: full nodes and one remainder."""
-    return math.ceil(num_replicas / gpus_per_node)
+def packed_placement(num_replicas: int, gpus_per_node: int) -> tuple[int, ...]:
+    """GPUs per node of the tightest placement: full nodes, then the remainder."""
+    full, rest = divmod(num_replicas, gpus_per_node)
+    return (gpus_per_node,) * full + ((rest,) if rest else ())

@@ -32,13 +32,15 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class StepSample:
-    """One measured configuration: a placement's shape, its local batch and its times."""
+    """One measured configuration: a placement's shape, its local batch and its times;
+    ``placement`` (GPUs per node) where the file gives it, empty for ``scalability.csv``."""
 
     num_nodes: int
     num_replicas: int
     local_bsz: int
     step_time: float
     sync_time: float
+    placement: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ def _placement_rows(path: Path) -> Iterator[StepSample]:
             local_bsz=_count(path, line, "local_bsz", row["local_bsz"]),
             step_time=_number(path, line, "step_time", row["step_time"], positive=True),
             sync_time=_number(path, line, "sync_time", row["sync_time"]),
+            placement=tuple(int(d) for d in digits),
         )
 
 

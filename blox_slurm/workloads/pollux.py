@@ -5,9 +5,9 @@ artifact's ``traces/``); ``num_replicas`` and ``batch_size`` are its *tuned* req
 the non-adaptive baselines (Tiresias and Optimus+Oracle, "TunedJobs") run it with, while
 Pollux chooses both itself. The job's ``num_gpus`` is that request, its ``model`` the
 application, and its ``duration`` the seconds it needs alone at the request on the tightest
-placement (4 GPUs a node, as published), from the goodput model fitted to the application's
-traces: the step time at the tuned batch split, the progress per step from the gradient
-noise scale epoch by epoch, until the application's progress target
+placement (4 GPUs a node, as published): the *measured* step time of the tuned batch split
+(:mod:`blox_slurm.pollux.measured`, the artifact simulator's ground truth), the progress per
+step from the gradient noise scale epoch by epoch, until the application's progress target
 (:mod:`blox_slurm.pollux.progress`). The tuned batch sizes travel in the workload's
 ``meta["batch_sizes"]`` (JSON, job id -> batch size; :func:`tuned_batch_sizes` reads them)
 and the rows' names in ``meta["names"]``.
@@ -25,9 +25,9 @@ from os import PathLike
 from pathlib import Path
 
 from ..pollux.application import GPUS_PER_NODE, Application
-from ..pollux.goodput import packed_nodes, tuned_config
-from ..pollux.progress import isolated_seconds
-from ..pollux.throughput import PerfParams, fit_perf_params
+from ..pollux.goodput import packed_placement, tuned_config
+from ..pollux.measured import MeasuredSteps, step_seconds
+from ..pollux.progress import isolated_seconds, rate_at
 from ..pollux.traces import TraceError, load_application
 from ._rows import RowError, RowReporter, csv_rows, to_float, to_int
 from .schema import JobSpec, Workload, WorkloadError
@@ -83,27 +83,29 @@ def _job(index: int, fields: list[str], traces: Path) -> tuple[JobSpec, int]:
     _name, time, application, replicas, batch = fields
     gpus = to_int("num_replicas", replicas, minimum=1)
     batch_size = to_int("batch_size", batch, minimum=1)
-    app, perf = _model(str(traces), application)
+    app, steps = _application(str(traces), application)
     if not app.init_batch_size <= batch_size <= app.max_batch_size:
         raise RowError(f"batch_size {batch_size} is outside {application}'s validated "
                        f"{app.init_batch_size}..{app.max_batch_size}")
-    nodes = packed_nodes(gpus, GPUS_PER_NODE)
-    seconds = isolated_seconds(app, perf, tuned_config(app, gpus, batch_size), nodes)
+    config = tuned_config(app, gpus, batch_size)
+    step = step_seconds(steps, packed_placement(gpus, GPUS_PER_NODE), config.atomic_bsz,
+                        config.accum_steps)
+    seconds = isolated_seconds(app, rate_at(app, config, step))
     spec = JobSpec(id=index, submit_time=to_float("time", time), num_gpus=gpus,
                    duration=seconds, model=application)
     return spec, batch_size
 
 
 @lru_cache(maxsize=64)
-def _model(traces: str, application: str) -> tuple[Application, PerfParams]:
-    """An application's traces and fitted step-time model, once per process: fitting takes
-    a fraction of a second, and a workload names each application many times."""
+def _application(traces: str, application: str) -> tuple[Application, MeasuredSteps]:
+    """An application's traces and measured step times, read once per process: a workload
+    names each application many times."""
     root = Path(traces)
     if not application or not (root / application).is_dir():
         known = ", ".join(sorted(p.name for p in root.iterdir() if p.is_dir()))
         raise RowError(f"unknown application {application!r}; {root} has {known}")
     try:
         app = Application.of(load_application(root / application))
-    except TraceError as e:
+    except TraceError as e:  # a broken trace fails the whole workload, not one row
         raise WorkloadError(str(e)) from None
-    return app, fit_perf_params(app.trace.placements)
+    return app, MeasuredSteps(app.trace)
