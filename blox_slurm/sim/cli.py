@@ -17,6 +17,9 @@ from ..core import registry
 from ..core.composition import CompositionError, bundled_names
 from ..loading import load
 from ..logs import console
+from ..workloads import LOADERS, format_of, loader_options
+from ..workloads.loader_options import parse_pairs
+from ..workloads.runnable import Unrunnable
 from ..workloads.schema import WorkloadError
 from ..workloads.throughput_spec import ThroughputSpec
 from .config import ClusterSpec, SimConfig, mode_settings
@@ -24,6 +27,7 @@ from .experiment import (
     Experiment,
     WorkloadSpec,
     load_runs,
+    prepare,
     run,
     run_all,
     save_runs,
@@ -40,7 +44,16 @@ DEFAULT_COMPARE = ["fifo", "las", "srtf", "tiresias", "las-load-based", "optimus
 WorkloadOpt = Annotated[Path | None, typer.Option(
     "--workload", "-w", help="Trace file (.trace Gavel, .csv, .json Philly, .sacct, .toml "
     "generator config). Default: Blox's synthetic Poisson workload.")]
-FormatOpt = Annotated[str | None, typer.Option(help="Trace format if the extension is not enough.")]
+FormatOpt = Annotated[str | None, typer.Option(
+    help=f"Trace format when the extension is not enough: {', '.join(LOADERS)}.")]
+TraceOptionOpt = Annotated[list[str] | None, typer.Option(
+    "--trace-option", help="A trace loader's option KEY=VALUE (repeatable; lists "
+    "comma-separated), e.g. states=COMPLETED for helios/acme, fractional=filter for pai; "
+    "docs/workloads.md lists them.")]
+UnrunnableOpt = Annotated[Unrunnable, typer.Option(
+    "--unrunnable", metavar="<choice>", help="Trace jobs that make no progress on some GPU type: error (stop "
+    "before the run), drop (remove them, report how many) or restrict (run them only on "
+    "the types they progress on).")]
 SkipOpt = Annotated[bool, typer.Option("--skip-bad-rows", help="Skip malformed trace rows and "
                                        "report how many, instead of failing on the first.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", "-n", help="Synthetic: number of jobs.")]
@@ -79,11 +92,24 @@ def user_errors() -> AbstractContextManager[None]:
                        ValidationError), (SimulationError,))
 
 
+def _trace(workload: Path | None, format: str | None, skip_bad_rows: bool,
+           trace_option: list[str] | None, unrunnable: Unrunnable) -> WorkloadSpec | None:
+    """The trace every experiment reads, ``None`` for the synthetic workload; its loader
+    options are checked here, before any run."""
+    if workload is None:
+        if trace_option or format:
+            raise WorkloadError("--trace-option and --format apply to a trace: give -w FILE")
+        return None
+    options = parse_pairs(trace_option or [])
+    loader_options(format_of(workload, format), options)
+    return WorkloadSpec(path=str(workload), format=format, skip_bad_rows=skip_bad_rows,
+                        options=options, unrunnable=unrunnable)
+
+
 def _experiments(
-    configs: list[str], rates: list[float], workload: Path | None, format: str | None,
-    skip_bad_rows: bool, jobs: int, seed: int, gpu_demand: str, measure: str | None,
-    cluster: str, cli_sim: dict[str, Any], throughputs: Path | None,
-    policy_paths: list[Path] | None,
+    configs: list[str], rates: list[float], trace: WorkloadSpec | None, jobs: int, seed: int,
+    gpu_demand: str, measure: str | None, cluster: str, cli_sim: dict[str, Any],
+    throughputs: Path | None, policy_paths: list[Path] | None,
 ) -> list[Experiment]:
     paths = [str(p) for p in policy_paths or []]
     for p in paths:
@@ -95,18 +121,30 @@ def _experiments(
     for name in configs:
         comp = load(name)
         sim = SimConfig.model_validate({**sim_table(name), **cli_sim})
-        for rate in rates if workload is None else [None]:
-            if workload is None:
-                wl = WorkloadSpec(generator={"n_jobs": jobs, "jobs_per_hour": rate, "seed": seed,
-                                             "gpu_demand": gpu_demand,
-                                             "measure": measure_window(measure, jobs, "--measure")})
-            else:
-                wl = WorkloadSpec(path=str(workload), format=format, skip_bad_rows=skip_bad_rows)
-            label: dict[str, Any] = {"jobs_per_hour": rate} if rate is not None else {
-                "workload": str(workload)}
+        for rate in rates if trace is None else [None]:
+            wl = trace or WorkloadSpec(generator={
+                "n_jobs": jobs, "jobs_per_hour": rate, "seed": seed, "gpu_demand": gpu_demand,
+                "measure": measure_window(measure, jobs, "--measure")})
+            label: dict[str, Any] = ({"jobs_per_hour": rate} if trace is None
+                                     else {"workload": trace.path})
             exps.append(Experiment(composition=comp.config, workload=wl, cluster=cluster,
                                    sim=sim, throughput=thr, policy_paths=paths, label=label))
+    if trace is not None and exps:
+        prepare(exps[0])  # a bad trace or an unrunnable job fails once, before any run
     return exps
+
+
+def _trace_notes(exp: Experiment, result: RunResult) -> None:
+    """On stderr, what became of the trace's rows and jobs that the run did not simulate."""
+    err = console(stderr=True)
+    if exp.workload.path and exp.workload.skip_bad_rows:
+        n = exp.workload.load().skipped_rows
+        err.print(f"skipped {n} bad row(s) in {exp.workload.path}", markup=False)
+    if "unrunnable_jobs" in result.params:
+        how = ("dropped" if exp.workload.unrunnable == "drop"
+               else "restricted to the types they progress on")
+        err.print(f"{result.params['unrunnable_jobs']} job(s) make no progress on some GPU "
+                  f"type: {how} (--unrunnable {exp.workload.unrunnable})", markup=False)
 
 
 def _sim_overrides(calibration: Path | None, round_: float | None, quantize: bool | None,
@@ -220,6 +258,7 @@ def simulate(
                                         "bundled composition name.")] = "fifo",
     rate: Annotated[float, typer.Option("--rate", "-r", help="Synthetic: jobs/hour.")] = 6.0,
     workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
+    trace_option: TraceOptionOpt = None, unrunnable: UnrunnableOpt = "error",
     jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
     measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
     quantize: QuantizeOpt = None, restart_cost: RestartOpt = None, mode: ModeOpt = None,
@@ -229,13 +268,11 @@ def simulate(
     """Simulate one composition on a workload and print its metrics."""
     with user_errors():
         cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost, mode)
-        (exp,) = _experiments([config], [rate], workload, format, skip_bad_rows, jobs, seed,
-                              gpu_demand, measure, cluster, cli_sim, throughputs, policy_path)
+        trace = _trace(workload, format, skip_bad_rows, trace_option, unrunnable)
+        (exp,) = _experiments([config], [rate], trace, jobs, seed, gpu_demand, measure,
+                              cluster, cli_sim, throughputs, policy_path)
         results = [_run_with_progress(exp, quiet=as_json)]
-        skipped = exp.workload.path and exp.workload.skip_bad_rows
-        if skipped:
-            n = exp.workload.load().skipped_rows
-            console(stderr=True).print(f"skipped {n} bad row(s) in {exp.workload.path}")
+        _trace_notes(exp, results[0])
         _report(results, f"simulation on {cluster}", as_json, out)
 
 
@@ -246,6 +283,7 @@ def compare(
     rate: Annotated[list[float] | None, typer.Option(
         "--rate", "-r", help="Synthetic loads in jobs/hour (repeatable). Default 8.")] = None,
     workload: WorkloadOpt = None, format: FormatOpt = None, skip_bad_rows: SkipOpt = False,
+    trace_option: TraceOptionOpt = None, unrunnable: UnrunnableOpt = "error",
     jobs: JobsOpt = 5000, seed: SeedOpt = 0, gpu_demand: GpuDemandOpt = "single",
     measure: MeasureOpt = None, cluster: ClusterOpt = "gpu:4x32", round_: RoundOpt = None,
     quantize: QuantizeOpt = None, restart_cost: RestartOpt = None, mode: ModeOpt = None,
@@ -261,14 +299,15 @@ def compare(
     """
     with user_errors():
         cli_sim = _sim_overrides(calibration, round_, quantize, restart_cost, mode)
-        exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], workload, format,
-                            skip_bad_rows, jobs, seed, gpu_demand, measure, cluster, cli_sim,
-                            throughputs, policy_path)
+        trace = _trace(workload, format, skip_bad_rows, trace_option, unrunnable)
+        exps = _experiments(config or DEFAULT_COMPARE, rate or [8.0], trace, jobs, seed,
+                            gpu_demand, measure, cluster, cli_sim, throughputs, policy_path)
         if as_json:
             results = run_all(exps, processes)
         else:
             with progress(len(exps)) as tick:
                 results = run_all(exps, processes, on_done=lambda exp: tick(describe(exp)))
+        _trace_notes(exps[0], results[0])
         _report(results, f"comparison on {cluster}", as_json, out)
 
 

@@ -19,8 +19,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import registry
+from ..core.throughput import ThroughputModel
 from ..loading import build
-from ..workloads import generate, load_workload
+from ..workloads import format_of, generate, load_workload, loader_options
+from ..workloads.runnable import Unrunnable, handle_unrunnable
 from ..workloads.schema import Workload
 from ..workloads.throughput_spec import ThroughputSpec
 from .config import ClusterSpec, SimConfig
@@ -29,12 +31,16 @@ from .simulator import ProgressFn, Simulator
 
 
 class WorkloadSpec(BaseModel):
-    """A trace file (``path``, ``format``) or, without a path, generator parameters."""
+    """A trace file (``path``, ``format``, the loader's ``options``) or, without a path,
+    generator parameters; ``unrunnable`` says what becomes of jobs that make no progress on
+    some GPU type of the cluster (:mod:`blox_slurm.workloads.runnable`)."""
 
     model_config = ConfigDict(extra="forbid")
     path: str | None = None
     format: str | None = None
     skip_bad_rows: bool = False
+    options: dict[str, Any] = Field(default_factory=dict)
+    unrunnable: Unrunnable = "error"
     generator: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -44,7 +50,8 @@ class WorkloadSpec(BaseModel):
     def load(self, **opts: Any) -> Workload:
         if self.path is None:
             return generate(**self.generator)
-        return load_workload(self.path, self.format, self.skip_bad_rows, **opts)
+        user = loader_options(format_of(self.path, self.format), self.options)
+        return load_workload(self.path, self.format, self.skip_bad_rows, **user, **opts)
 
 
 class Experiment(BaseModel):
@@ -58,20 +65,34 @@ class Experiment(BaseModel):
     label: dict[str, Any] = Field(default_factory=dict)
 
 
-def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
-    for path in exp.policy_paths:
-        registry.load_policy_file(path)
-    comp = build(exp.composition)
+def prepare(exp: Experiment) -> tuple[Workload, ThroughputModel, int]:
+    """The workload ``exp`` simulates, the throughput model it runs on, and how many of the
+    trace's jobs made no progress on some GPU type (dropped or restricted as the workload
+    spec says; under ``error`` they fail here, before any simulation). The command line calls
+    it up front too, so a bad trace fails once, not in every worker."""
     throughput = exp.throughput.build()
     # A Gavel trace's durations come from the same measured table the simulator runs on.
     gavel = exp.workload.is_gavel and exp.throughput.kind == "gavel"
     workload = exp.workload.load(**({"throughputs": throughput} if gavel else {}))
+    types = [t for t, _, _ in ClusterSpec.parse(exp.cluster).groups]
+    workload, unrunnable = handle_unrunnable(workload, throughput, types,
+                                             exp.workload.unrunnable)
+    return workload, throughput, unrunnable
+
+
+def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
+    for path in exp.policy_paths:
+        registry.load_policy_file(path)
+    comp = build(exp.composition)
+    workload, throughput, unrunnable = prepare(exp)
     cluster = ClusterSpec.parse(exp.cluster)
     result = Simulator(workload, comp, cluster.build(), exp.sim, throughput).run(progress)
     # the world's timing travels with the results: figures are only comparable under the same
     timing = {k: getattr(exp.sim, k) for k in ("round_duration", "start_latency", "restart_cost")}
     params: dict[str, Any] = {"composition": comp.name, "cluster": str(cluster),
                               "jobs": len(workload.jobs), **timing, **exp.label}
+    if exp.workload.unrunnable != "error":  # the count is reported, 0 included
+        params.update(unrunnable=exp.workload.unrunnable, unrunnable_jobs=unrunnable)
     return replace(result, params=params)
 
 

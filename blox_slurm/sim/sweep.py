@@ -29,9 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..core import registry
 from ..core.tomlfile import read_toml
 from ..loading import load
+from ..workloads.runnable import Unrunnable
+from ..workloads.schema import WorkloadError
 from ..workloads.throughput_spec import ThroughputSpec
-from .config import ClusterSpec, SimConfig
-from .experiment import Experiment, WorkloadSpec, load_runs, run, save_runs
+from .config import MODES, ClusterSpec, SimConfig, mode_settings
+from .experiment import Experiment, WorkloadSpec, load_runs, prepare, run, save_runs
 from .options import measure_window, sim_table
 from .records import RunResult
 
@@ -60,12 +62,16 @@ class Synthetic(BaseModel):
 
 
 class TraceOptions(BaseModel):
-    """How the ``traces`` of a sweep are read."""
+    """How the ``traces`` of a sweep are read: ``options`` go to the loader
+    (:mod:`blox_slurm.workloads.loader_options`), ``unrunnable`` says what becomes of jobs
+    that make no progress on some GPU type (:mod:`blox_slurm.workloads.runnable`)."""
 
     model_config = ConfigDict(extra="forbid")
     format: str | None = None
     skip_bad_rows: bool = False
     throughputs: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    unrunnable: Unrunnable = "error"
 
 
 class SweepSpec(BaseModel):
@@ -80,8 +86,16 @@ class SweepSpec(BaseModel):
     clusters: list[str] = Field(default_factory=lambda: ["gpu:4x32"])
     workload: Synthetic = Field(default_factory=Synthetic)
     trace: TraceOptions = Field(default_factory=TraceOptions)
+    mode: str | None = Field(default=None, description="a world preset, as simulate --mode")
     simulation: dict[str, Any] = Field(default_factory=dict)
     policy_paths: list[str] = Field(default_factory=list)
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, mode: str | None) -> str | None:
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"must be one of {', '.join(MODES)}")
+        return mode
 
     @field_validator("loads")
     @classmethod
@@ -107,10 +121,16 @@ def read_spec(path: Path) -> tuple[SweepSpec, Path]:
 
 
 def _resolve(base: Path, name: str) -> str:
-    """A path given in the sweep file, absolute (array tasks run elsewhere); a bundled
-    composition name stays a name."""
-    candidate = base / name
-    return str(candidate.resolve()) if candidate.exists() or "/" in name else name
+    """A path given in the sweep file, absolute (array tasks run elsewhere), with
+    ``$VARIABLE``s from the environment (data kept outside the repository, e.g.
+    ``$GAVEL_DATA/msr_seed0_2869ce.trace``); a bundled composition name stays a name, even
+    beside a directory of that name (the report of a sweep named after it)."""
+    expanded = os.path.expandvars(name)
+    if "$" in expanded:
+        var = expanded[expanded.index("$"):].split("/")[0]
+        raise SweepError(f"{name}: {var} is not set: export it (the directory it names)")
+    candidate = base / expanded
+    return str(candidate.resolve()) if candidate.is_file() or "/" in expanded else expanded
 
 
 def plan(spec: SweepSpec, base: Path) -> list[Experiment]:
@@ -126,22 +146,41 @@ def plan(spec: SweepSpec, base: Path) -> list[Experiment]:
            if spec.trace.throughputs else ThroughputSpec())
     thr.build()
     cells = []
+    world = mode_settings(spec.mode)
     for name, cluster in itertools.product(spec.compositions, spec.clusters):
         source = _resolve(base, name)
         comp = load(source)
-        sim = SimConfig.model_validate({**sim_table(source), **spec.simulation})
+        sim = SimConfig.model_validate({**sim_table(source), **world, **spec.simulation})
         for workload, label in _workloads(spec, base):
             cells.append(Experiment(
                 composition=comp.config, workload=workload, cluster=cluster, sim=sim,
                 throughput=thr, policy_paths=paths,
                 label={"sweep": spec.name, "cluster": cluster, **label}))
+    _check_traces(cells)
     return cells
+
+
+def _check_traces(cells: list[Experiment]) -> None:
+    """Read every (trace, cluster) once: a malformed trace, a bad loader option or a job
+    that makes no progress on some GPU type (under ``unrunnable = "error"``) fails the
+    plan, not each of its cells."""
+    seen = set()
+    for exp in cells:
+        key = (exp.workload.path, exp.cluster)
+        if exp.workload.path is not None and key not in seen:
+            seen.add(key)
+            try:
+                prepare(exp)
+            except WorkloadError as exc:
+                raise SweepError(f"trace {Path(exp.workload.path).name}: {exc}") from None
 
 
 def _workloads(spec: SweepSpec, base: Path) -> list[tuple[WorkloadSpec, dict[str, Any]]]:
     if spec.traces:
-        return [(WorkloadSpec(path=_resolve(base, t), format=spec.trace.format,
-                              skip_bad_rows=spec.trace.skip_bad_rows),
+        opts = spec.trace
+        return [(WorkloadSpec(path=_resolve(base, t), format=opts.format,
+                              skip_bad_rows=opts.skip_bad_rows, options=opts.options,
+                              unrunnable=opts.unrunnable),
                  {"trace": Path(t).name}) for t in spec.traces]
     window = spec.workload.window()
     return [(WorkloadSpec(generator={

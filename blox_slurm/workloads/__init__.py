@@ -16,6 +16,7 @@ from .csv_trace import load_csv
 from .gavel import load_gavel
 from .generator import GeneratorConfig, generate, load_config
 from .helios import load_helios
+from .loader_options import loader_options
 from .pai import load_pai
 from .philly import load_philly
 from .pollux import load_pollux
@@ -49,14 +50,9 @@ EXTENSIONS = {
 }
 
 
-def load_workload(
-    path: str | PathLike[str],
-    format: str | None = None,
-    skip_bad_rows: bool = False,
-    **opts: Any,
-) -> Workload:
-    """Load ``path`` as ``format`` (default: by extension; Philly's extension-less
-    ``cluster_job_log`` is recognised by name). ``opts`` go to the loader."""
+def format_of(path: str | PathLike[str], format: str | None = None) -> str:
+    """The loader name for ``path``: ``format``, else by extension (Philly's extension-less
+    ``cluster_job_log`` by name)."""
     path = Path(path)
     name = format or EXTENSIONS.get(path.suffix.lower())
     if name is None and path.name.startswith("cluster_job_log"):
@@ -65,6 +61,19 @@ def load_workload(
         exts = ", ".join(f"{e} ({f})" for e, f in EXTENSIONS.items())
         what = f"unknown format {format!r}" if format else f"cannot tell the format of {path}"
         raise WorkloadError(f"{what}; formats: {', '.join(LOADERS)}; extensions: {exts}")
+    return name
+
+
+def load_workload(
+    path: str | PathLike[str],
+    format: str | None = None,
+    skip_bad_rows: bool = False,
+    **opts: Any,
+) -> Workload:
+    """Load ``path`` as ``format`` (default: :func:`format_of`). ``opts`` go to the loader
+    (a user's, checked by :func:`loader_options` first)."""
+    path = Path(path)
+    name = format_of(path, format)
     if not path.exists():
         raise WorkloadError(f"{path}: no such file")
     try:
@@ -81,6 +90,7 @@ __all__ = [
     "LOADERS",
     "Workload",
     "WorkloadError",
+    "format_of",
     "generate",
     "load_acme",
     "load_csv",
@@ -91,4 +101,5 @@ __all__ = [
     "load_pollux",
     "load_sacct",
     "load_workload",
+    "loader_options",
 ]

@@ -94,7 +94,8 @@ def load_pai(
 ) -> Workload:
     path = Path(path)
     if fractional not in FRACTIONAL:
-        raise WorkloadError(f"fractional must be one of {FRACTIONAL}, got {fractional!r}")
+        raise WorkloadError(
+            f"fractional must be one of {', '.join(FRACTIONAL)}, got {fractional!r}")
     task_path = Path(task_table) if task_table else path.with_name("pai_task_table.csv")
     if task_path.resolve() == path.resolve():
         raise WorkloadError(
