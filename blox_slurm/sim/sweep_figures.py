@@ -24,6 +24,8 @@ from .sweep_report import (
 )
 
 Estimates = Mapping[Group, Mapping[str, Estimate]]
+#: Bars spanning more than this factor are drawn on a log axis.
+LOG_SPAN = 20.0
 METRICS = (("avg_jct", "average JCT (hours)", "jct"),
            ("avg_responsiveness", "average responsiveness (minutes)", "responsiveness"))
 
@@ -65,10 +67,13 @@ def load_figure(est: Estimates, metric: str, label: str, cluster: str, colour: M
 
 def trace_figure(est: Estimates, metric: str, label: str, cluster: str,
                  colour: Mapping[str, Style], title: str, path: Path) -> Path:
-    """Bars per trace, one per composition (a sweep over traces has no load axis)."""
+    """Bars per trace, one per composition (a sweep over traces has no load axis). On a log
+    axis when the bars span more than :data:`LOG_SPAN` (Gavel's 0e4a51 trace averages 30x its
+    siblings' JCT): on a linear one the light traces' bars are flat and unreadable."""
     traces = sorted({g.workload for g in est if g.cluster == cluster})
     fig, (ax,) = figure()
     width = 0.8 / max(1, len(colour))
+    heights = []
     for k, (comp, st) in enumerate(colour.items()):
         for i, trace in enumerate(traces):
             e = next((v[metric] for g, v in est.items() if g.cluster == cluster
@@ -76,12 +81,21 @@ def trace_figure(est: Estimates, metric: str, label: str, cluster: str,
             if e is not None:
                 ax.bar(i + k * width, e.mean, width, color=st.colour, yerr=e.half_width or None,
                        label=comp if i == 0 else None)
+                heights.append(e.mean)
     ax.set_xticks([i + width * (len(colour) - 1) / 2 for i in range(len(traces))], traces,
                   fontsize=8)
+    positive = [h for h in heights if h > 0]
+    if positive and max(positive) > LOG_SPAN * min(positive):
+        from matplotlib.ticker import LogLocator, ScalarFormatter
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 5, 10, 20, 50...
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        label = label.replace(")", ", log scale)")
     ax.set_ylabel(label)
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="best")
     return save(fig, path)
 
 
@@ -97,7 +111,7 @@ def write_report(name: str, compositions: Sequence[str], results: Sequence[RunRe
         tag = f"-{i}" if len(clusters) > 1 else ""
         sub = _subtitle(results, cluster)
         for metric, label, stem in METRICS:
-            title = f"{name}: {label.split(' (')[0]} — {sub}"
+            title = f"{name}: {label.split(' (')[0]}\n{sub}"  # one line is cut at 80 chars
             draw = load_figure if any(g.load is not None for g in est) else trace_figure
             figures.append(draw(est, metric, label, cluster, colour, title,
                                 out / f"{stem}{tag}.png"))
