@@ -37,8 +37,8 @@ LOADERS: dict[str, Callable[..., Workload]] = {
     "helios": load_helios,
     "pai": load_pai,
     "acme": load_acme,
-    "pollux": load_pollux,
     "synthetic": _synthetic,
+    "pollux": load_pollux,
 }
 EXTENSIONS = {
     ".trace": "gavel",
