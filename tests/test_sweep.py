@@ -167,3 +167,23 @@ def test_every_composition_is_drawn_differently() -> None:
     drawn = styles([f"c{i}" for i in range(12)])
     assert len({(s.colour, s.line) for s in drawn.values()}) == 12
     assert len({s.colour for s in drawn.values()}) == 12  # no colour repeats after 10
+
+
+@pytest.mark.parametrize(("heavy", "scale"), [(100.0, "log"), (10.0, "linear")])
+def test_trace_bars_spanning_more_than_20x_are_on_a_log_axis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, heavy: float, scale: str
+) -> None:
+    """Gavel's 0e4a51 averages 30x its siblings: on a linear axis their bars were flat."""
+    from blox_slurm.sim import sweep_figures
+    from blox_slurm.sim.sweep_report import Group
+
+    drawn = []
+    monkeypatch.setattr(sweep_figures, "save", lambda fig, path: drawn.append(fig) or path)
+    est = {Group("c", trace, None, "fifo"): {"avg_jct": Estimate(value, 0.0, 1)}
+           for trace, value in (("light.trace", 1.0), ("heavy.trace", heavy))}
+    sweep_figures.trace_figure(est, "avg_jct", "average JCT (hours)", "c",
+                               styles(["fifo"]), "t", tmp_path / "jct.png")
+    (ax,) = drawn[0].axes
+    assert ax.get_yscale() == scale
+    assert ax.get_ylabel() == ("average JCT (hours, log scale)" if scale == "log"
+                               else "average JCT (hours)")
