@@ -124,6 +124,7 @@ def test_a_round_whose_verbs_all_worked_refreshes_the_lease_at_its_end(tmp_path:
     report = ctl.round()
     assert report.error == "" and report.plan is not None and report.plan.released
     observed_at = report.started + 1  # the second reading: when the round observed
+    assert report.observed == observed_at  # the report says when the queue was read
     stamp = read_heartbeat(cfg.heartbeat)
     assert stamp is not None and observed_at < stamp < report.started + report.seconds
 

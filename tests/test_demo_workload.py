@@ -7,8 +7,9 @@ from typer.testing import CliRunner
 
 from blox_slurm.cli import app
 from blox_slurm.demo import world as demo_world
-from blox_slurm.demo.run import demo_composition
+from blox_slurm.demo.run import demo_composition, first_look, mid_round
 from blox_slurm.demo.world import FakeJob, mixed_workload, to_workload
+from blox_slurm.slurm.controller import RoundReport
 
 
 def test_mixed_workload_is_seeded_and_mixed() -> None:
@@ -39,3 +40,18 @@ def test_demo_without_root_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(demo_world.os, "geteuid", lambda: 1000)
     out = CliRunner().invoke(app, ["demo", "--no-live"])
     assert out.exit_code == 1 and "needs root" in out.output
+
+
+def test_arrivals_fall_mid_round_so_both_worlds_see_them_in_the_same_round() -> None:
+    assert [mid_round(a, 1.0) for a in (0.0, 0.97, 1.0, 1.02, 3.5)] == [0.5, 0.5, 1.5, 1.5, 3.5]
+    assert mid_round(29.9, 15.0) == 22.5 and mid_round(30.0, 15.0) == 37.5
+
+
+def test_the_simulators_rounds_fall_when_the_controllers_read_the_queue() -> None:
+    """Counted from the first round's start plus the median time a round took to read."""
+    def rep(started: float, observed: float | None) -> RoundReport:
+        return RoundReport(1, started, 0.1, 0, 0, 0, None, None, 0, 0, observed=observed)
+
+    reports = [rep(100.0, 100.05), rep(101.0, 101.02), rep(102.0, None), rep(103.0, 103.30)]
+    assert first_look(reports) == pytest.approx(100.05)
+    assert first_look([rep(100.0, None)]) == 100.0

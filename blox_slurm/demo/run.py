@@ -14,10 +14,13 @@ composition given with ``--config`` is used as it is. :data:`MINUTES` is the sam
 at a pace closer to a real cluster's (15 s rounds, jobs of 1.5-7.5 minutes), for the
 agreement campaign (``benchmarks/agreement.py``).
 
+Jobs are submitted in the middle of a round (:func:`mid_round`): one submitted just as a
+round reads the queue would be seen a round apart in the two worlds by chance.
+
 How the two worlds are measured: the emulator's JCT is the fake job's own finish time (its
 last progress write) minus the moment ``sbatch`` was called; the simulator gets those submit
-times, counted from the controller's first round so that its rounds fall where the
-controller's did, and ``iterations / iterations-per-second`` as durations (see
+times, counted from the moment the controller's first round read the queue so that its
+rounds fall where the controller's looked (:func:`first_look`), and ``iterations / iterations-per-second`` as durations (see
 :func:`~blox_slurm.demo.world.to_workload`). Start latencies come from the fake job's
 progress (each write carries the time and the iteration, so the moment a run began is exact)
 against Slurm's StartTime of that run. The simulator gets Slurm's part measured from the
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import signal
 import statistics
 import threading
@@ -282,11 +286,21 @@ def simulate(tracker: Tracker, comp: Composition, cfg: SimConfig
              ) -> dict[int, tuple[float, int]]:
     """Job id -> (JCT, preemptions) predicted by the simulator for what the emulator ran."""
     workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips,
-                           origin=tracker.reports[0].started)
+                           origin=first_look(tracker.reports))
     world = tracker.world
     result = Simulator(workload, comp, ClusterSpec.parse(world.shape).build(), cfg,
                        fake_throughput(world.type_speed)).run()
     return {r.id: (r.jct, r.preemptions) for r in result.jobs}
+
+
+def first_look(reports: Sequence[RoundReport]) -> float:
+    """When the simulator's first round falls: the controller's first round start plus the
+    typical time a round takes to read the queue. A round sees the jobs submitted before its
+    read, not only those before it started; counted from ``started``, a job submitted in
+    that gap arrived a round later in the simulator than on Slurm (and another round's
+    decisions followed)."""
+    lags = [r.observed - r.started for r in reports if r.observed is not None]
+    return reports[0].started + (statistics.median(lags) if lags else 0.0)
 
 
 def timing(tracker: Tracker, store: Store, round_seconds: float) -> SimConfig:
@@ -324,7 +338,7 @@ def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
                                   daemon=True, name="blox-controller")
         thread.start()
         try:
-            _drive(tracker, workload, live, console, timeout)
+            _drive(tracker, workload, live, console, timeout, scale.round_seconds)
         finally:
             stop.set()
             thread.join(30)
@@ -346,17 +360,27 @@ def _rows(tracker: Tracker, sim: Mapping[int, tuple[float, int]]) -> list[Row]:
             for jid, j in sorted(tracker.jobs.items())]
 
 
+def mid_round(arrival: float, round_seconds: float) -> float:
+    """``arrival`` moved to the middle of its round. A job submitted as a round reads the
+    queue is in that round or the next by a few milliseconds of chance, and so may start a
+    round apart in the two worlds, and every later decision with it; half a round from
+    either read, both worlds see it in the same round. (The demo chooses its arrivals; a
+    real cluster's fall where they fall.)"""
+    return (math.floor(arrival / round_seconds) + 0.5) * round_seconds
+
+
 def _drive(tracker: Tracker, workload: list[FakeJob], live: bool, console: Console,
-           timeout: float) -> None:
-    """Submit at the arrival times, watch, until every job finished."""
+           timeout: float, round_seconds: float) -> None:
+    """Submit at the arrival times (counted from the controller's first round, in the middle
+    of a round), watch, until every job finished."""
     while not tracker.reports:  # the first round makes the heartbeat fresh
         time.sleep(0.1)
-    start = time.time()
+    start = tracker.reports[0].started
     due = sorted(workload, key=lambda j: j.arrival)
     with _view(tracker, live, console) as refresh:
         while not tracker.done:
             now = time.time()
-            while due and due[0].arrival <= now - start:
+            while due and mid_round(due[0].arrival, round_seconds) <= now - start:
                 tracker.submit(due.pop(0))
             tracker.poll()
             refresh()

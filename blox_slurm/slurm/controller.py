@@ -64,6 +64,9 @@ class RoundReport:
     failures: int
     error: str = ""
     deferred: tuple[int, ...] = ()  # moved jobs stopped but not yet restarted (see Applier)
+    # When the round had read the queue (its snapshot's time): a job submitted before then is
+    # in the round, even if after ``started``. None when the round failed before reading.
+    observed: float | None = None
 
 
 class _RoundFailed(Exception):
@@ -315,7 +318,7 @@ class Controller:
         self._export_round(seconds, calls, snap, d, plan, applier.failures)
         return RoundReport(rid, started, seconds, len(snap.jobs), pending,
                            len(snap.jobs) - pending, d, plan, calls, applier.failures,
-                           deferred=tuple(applier.deferred))
+                           deferred=tuple(applier.deferred), observed=snap.now)
 
     def _failed(self, rid: int, started: float, calls0: int, error: str) -> RoundReport:
         log.warning("round %d failed: %s", rid, error)
