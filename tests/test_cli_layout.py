@@ -3,6 +3,7 @@ its own) and ``blox-slurm --help`` grouped into panels, as an 80-column terminal
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
@@ -132,6 +133,34 @@ def test_a_command_imports_only_its_own_world() -> None:
     heavy = {"sqlite_utils", "pandas", "matplotlib", "blox_slurm.slurm.controller",
              "blox_slurm.emulator.cluster", "blox_slurm.demo.run"}
     assert heavy.isdisjoint(out)
+
+
+def test_the_command_list_imports_no_command_and_shows_what_loading_them_shows() -> None:
+    """``blox-slurm --help`` lists every command from its module's source, importing none
+    (Typer's own listing imported every world: 2 s with SciPy); what it shows is what the
+    loaded commands show."""
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "import typer\n"
+        "from blox_slurm.cli import app\n"
+        "runner = CliRunner()\n"
+        "cold = runner.invoke(app, ['--help'], env={'COLUMNS': '80'})\n"
+        "assert cold.exit_code == 0, cold.output\n"
+        "imported = sorted(m for m in sys.modules if m.startswith('blox_slurm'))\n"
+        "group = typer.main.get_command(app)\n"
+        "for name in list(group.commands):\n"
+        "    group.commands[name]\n"
+        "warm = runner.invoke(app, ['--help'], env={'COLUMNS': '80'})\n"
+        "print(repr((imported, cold.output, warm.output)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    imported, cold, warm = ast.literal_eval(out)
+    assert {target.partition(":")[0] for target in FUNCTIONS.values()}.isdisjoint(imported)
+    assert cold == warm
+    for name in FUNCTIONS:
+        assert f" {name.split()[0]} " in cold
 
 
 def test_an_unknown_command_is_a_usage_error() -> None:
