@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
@@ -304,3 +305,29 @@ def test_a_run_records_every_evaluation_with_its_choice_and_predictions() -> Non
     line = choice_summary(result)
     assert line is not None and line.startswith(f"synth: {len(evs)} evaluations; decided by ")
     assert choice_summary(Simulator(Workload(specs), load("fifo"), cluster(2, 2)).run()) is None
+
+
+def test_simulate_reports_the_synthesizers_choices(tmp_path: Path) -> None:
+    """``simulate --out`` keeps the evaluations: in results.json with the run's row, in
+    choices.csv one row each, and a line on screen; a plain composition writes none."""
+    from typer.testing import CliRunner
+
+    from blox_slurm.cli import app
+
+    path = tmp_path / "synth.toml"
+    path.write_text('name = "synth"\n[synthesizer]\ncandidates = ["fifo", "las"]\nevery = 2\n'
+                    'horizon = 3600.0\n')
+    out = tmp_path / "out"
+    args = ["simulate", "-n", "50", "-r", "8", "--gpu-demand", "blox-multi-gpu",
+            "--measure", "all", "--cluster", "gpu:4x2", "-o"]
+    result = CliRunner().invoke(app, [*args, str(out), "-c", str(path)])
+    assert result.exit_code == 0, result.output
+    row = json.loads((out / "results.json").read_text())[0]
+    lines = (out / "choices.csv").read_text().splitlines()
+    assert lines[0].startswith("composition,hours,decides,predicted fifo,predicted las")
+    assert len(lines) - 1 == len(row["choices"]) > 1
+    assert {c["decides"] for c in row["choices"]} <= {"fifo", "las"}
+    assert f"synth: {len(row['choices'])} evaluations; decided by " in result.output
+    plain = CliRunner().invoke(app, [*args, str(tmp_path / "plain"), "-c", "fifo"])
+    assert plain.exit_code == 0 and not (tmp_path / "plain" / "choices.csv").exists()
+    assert "choices" not in json.loads((tmp_path / "plain" / "results.json").read_text())[0]

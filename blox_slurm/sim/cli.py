@@ -37,6 +37,7 @@ from .options import measure_window, sim_table
 from .progress import describe, progress
 from .records import RunResult
 from .simulator import SimulationError
+from .synthesizer import choice_rows, choice_summary, evaluations
 
 DEFAULT_COMPARE = ["fifo", "las", "srtf", "tiresias", "las-load-based", "optimus"]
 
@@ -231,24 +232,32 @@ def _width(rows: list[dict[str, str]], columns: list[str]) -> int:
 
 def _report(results: list[RunResult], title: str, as_json: bool, out: Path | None) -> None:
     rows = [summary_row(r) for r in results]
+    # A meta-policy's choices (the synthesizer's evaluations) go with its row in the JSON;
+    # a CSV cell cannot hold them, so they have their own file.
+    with_choices = [{**row, "choices": evaluations(r.choices)} if r.choices else row
+                    for row, r in zip(rows, results, strict=True)]
     if out is not None:
         from .metrics import job_rows
         from .plot import write_plots
 
         out.mkdir(parents=True, exist_ok=True)
-        write_json(rows, out / "results.json")  # metrics with what each row is for
+        write_json(with_choices, out / "results.json")  # metrics with what each row is for
         write_csv(rows, out / "results.csv")
         write_csv([{"composition": r.name, **row} for r in results for row in job_rows(r)],
                   out / "jobs.csv")
+        if picks := choice_rows(results):
+            write_csv(picks, out / "choices.csv")
         save_runs(results, out / "runs.json")
         sweep = rows if len({r.params.get("jobs_per_hour") for r in results}) > 1 else []
         write_plots(results, out, rows=[{**row, "policy": row["composition"],
                                          "load": row.get("jobs_per_hour")} for row in sweep])
     if as_json:
-        typer.echo(json.dumps(rows, default=str, indent=2))
+        typer.echo(json.dumps(with_choices, default=str, indent=2))
     else:
         screen = console()
         screen.print(_table(results, title, screen.width if screen.is_terminal else None))
+        for line in filter(None, map(choice_summary, results)):
+            screen.print(line, markup=False, highlight=False)
         if out is not None:
             screen.print(f"results and plots in {out}/")
 
