@@ -15,7 +15,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.interpolate import LinearNDInterpolator
 
 from .traces import ApplicationTrace, StepSample
 
@@ -26,6 +25,10 @@ class MeasuredSteps:
     """``(step_time, sync_time)`` of an application at any placement and local batch."""
 
     def __init__(self, trace: ApplicationTrace) -> None:
+        # SciPy's interpolate takes 0.3 s to import: paid when a Pollux workload is read,
+        # not by every command that imports the workload formats.
+        from scipy.interpolate import LinearNDInterpolator
+
         self.name = trace.name
         by_placement: dict[tuple[int, ...], list[StepSample]] = defaultdict(list)
         for sample in trace.placements:

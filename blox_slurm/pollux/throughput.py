@@ -20,7 +20,6 @@ from dataclasses import astuple, dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import minimize
 
 from .traces import StepSample
 
@@ -98,6 +97,8 @@ def fit_perf_params(samples: Sequence[StepSample]) -> PerfParams:
     """The parameters minimizing the log error over ``samples``; parameters the samples
     cannot inform (no multi-node or no multi-replica single-node rows) stay at their lower
     bound, i.e. that communication is taken to be free, as the artifact does."""
+    from scipy.optimize import minimize  # 0.3 s to import: only when fitting, not on loading
+
     m = Measurements.of(samples)
     lower, upper = _bounds(m)
     start = np.clip([0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.5], lower, upper)
