@@ -20,7 +20,8 @@ round reads the queue would be seen a round apart in the two worlds by chance.
 How the two worlds are measured: the emulator's JCT is the fake job's own finish time (its
 last progress write) minus the moment ``sbatch`` was called; the simulator gets those submit
 times, counted from the moment the controller's first round read the queue so that its
-rounds fall where the controller's looked (:func:`first_look`), and ``iterations / iterations-per-second`` as durations (see
+rounds fall where the controller's looked (:func:`first_look`), and
+``iterations / iterations-per-second`` as durations (see
 :func:`~blox_slurm.demo.world.to_workload`). Start latencies come from the fake job's
 progress (each write carries the time and the iteration, so the moment a run began is exact)
 against Slurm's StartTime of that run. The simulator gets Slurm's part measured from the
