@@ -214,3 +214,20 @@ def test_an_unknown_mode_or_choice_is_named(tmp_path) -> None:
         'mode = "gavel"', 'mode = "fast"'))
     with pytest.raises(SweepError, match="mode: Value error, must be one of physical"):
         read_spec(path)
+
+
+def test_restrict_cannot_keep_a_job_its_types_are_too_small_for(world) -> None:
+    """Big asks for 2 GPUs and progresses only on v100, of which the cluster has 1: kept, it
+    would wait forever (the simulation would never end)."""
+    wl, model = loaded(world)
+    with pytest.raises(WorkloadError, match=r"^job 1 \(Big, 2 GPU\(s\)\) progresses only on "
+                       "v100, which has fewer GPUs than it asks for: restrict cannot keep it"):
+        handle_unrunnable(wl, model, ["k80", "v100"], "restrict", {"k80": 4, "v100": 1})
+    kept, n = handle_unrunnable(wl, model, ["k80", "v100"], "restrict", {"k80": 4, "v100": 2})
+    assert n == 1 and kept.jobs[1].gpu_types == ("v100",)
+
+
+def test_the_cli_counts_gpus_per_type_for_restrict(world) -> None:
+    r = simulate(world, "-c", "las", "--unrunnable", "restrict", "--cluster",
+                 "k80:2x1,v100:1x1")  # the last --cluster wins: one v100
+    assert r.exit_code == 2 and "which has fewer GPUs than it asks for" in r.output

@@ -52,9 +52,9 @@ TraceOptionOpt = Annotated[list[str] | None, typer.Option(
     "comma-separated), e.g. states=COMPLETED for helios/acme, fractional=filter for pai; "
     "docs/workloads.md lists them.")]
 UnrunnableOpt = Annotated[Unrunnable, typer.Option(
-    "--unrunnable", metavar="<choice>", help="Trace jobs that make no progress on some GPU type: error (stop "
-    "before the run), drop (remove them, report how many) or restrict (run them only on "
-    "the types they progress on).")]
+    "--unrunnable", metavar="<choice>", help="Trace jobs that make no progress on some GPU "
+    "type: error (stop before the run), drop (remove them, report how many) or restrict "
+    "(run them only on the types they progress on).")]
 SkipOpt = Annotated[bool, typer.Option("--skip-bad-rows", help="Skip malformed trace rows and "
                                        "report how many, instead of failing on the first.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", "-n", help="Synthetic: number of jobs.")]

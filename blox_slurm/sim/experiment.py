@@ -74,9 +74,11 @@ def prepare(exp: Experiment) -> tuple[Workload, ThroughputModel, int]:
     # A Gavel trace's durations come from the same measured table the simulator runs on.
     gavel = exp.workload.is_gavel and exp.throughput.kind == "gavel"
     workload = exp.workload.load(**({"throughputs": throughput} if gavel else {}))
-    types = [t for t, _, _ in ClusterSpec.parse(exp.cluster).groups]
-    workload, unrunnable = handle_unrunnable(workload, throughput, types,
-                                             exp.workload.unrunnable)
+    gpus: dict[str, int] = {}
+    for t, per, nodes in ClusterSpec.parse(exp.cluster).groups:
+        gpus[t] = gpus.get(t, 0) + per * nodes
+    workload, unrunnable = handle_unrunnable(workload, throughput, list(gpus),
+                                             exp.workload.unrunnable, gpus)
     return workload, throughput, unrunnable
 
 

@@ -10,12 +10,13 @@ that failure out of a run that has already cost minutes, and makes the choice vi
 * ``drop``: remove them (the job set Gavel's own simulator ran); the count is reported.
 * ``restrict``: keep them, on the types where they progress only (:func:`fit.required_types
   <blox_slurm.core.fit.required_types>` reads the set; placement and Gavel honour it). A job
-  that progresses on no type of the cluster cannot be kept and is an error.
+  that progresses on no type of the cluster, or only on types with fewer GPUs than it asks
+  for, would wait forever: it cannot be kept and is an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
@@ -42,9 +43,11 @@ def progress_types(spec: JobSpec, model: ThroughputModel, types: Sequence[str]
 
 
 def handle_unrunnable(workload: Workload, model: ThroughputModel, types: Sequence[str],
-                      how: str = "error") -> tuple[Workload, int]:
+                      how: str = "error", gpus: Mapping[str, int] | None = None
+                      ) -> tuple[Workload, int]:
     """``workload`` with its unrunnable jobs handled as ``how`` says, and how many there were
-    (0: the workload itself, unchanged)."""
+    (0: the workload itself, unchanged). ``gpus`` (GPUs per type, when known) lets
+    ``restrict`` refuse a job its types are too small for: it would wait forever."""
     if how not in CHOICES:
         raise WorkloadError(f"unrunnable must be one of {', '.join(CHOICES)}, got {how!r}")
     types = tuple(dict.fromkeys(types))
@@ -55,8 +58,9 @@ def handle_unrunnable(workload: Workload, model: ThroughputModel, types: Sequenc
     if how == "drop":
         return replace(workload, jobs=tuple(j for j in workload.jobs
                                             if len(usable[j.id]) == len(types))), len(bad)
-    first = next((j for j in bad if not usable[j.id]), bad[0]) if how == "restrict" else bad[0]
-    if how == "error" or not usable[first.id]:
+    room = {j.id: sum((gpus or {}).get(t, j.num_gpus) for t in usable[j.id]) for j in bad}
+    first = next((j for j in bad if room[j.id] < j.num_gpus), bad[0])
+    if how == "error" or room[first.id] < first.num_gpus:
         raise WorkloadError(_message(first, usable[first.id], types, len(bad), how))
     return replace(workload, jobs=tuple(
         replace(j, gpu_types=usable[j.id]) if len(usable[j.id]) < len(types) else j
@@ -67,8 +71,11 @@ def _message(job: JobSpec, usable: tuple[str, ...], types: tuple[str, ...], coun
              how: str) -> str:
     what = f"job {job.id} ({job.model or 'no model'}, {job.num_gpus} GPU(s))"
     missing = ", ".join(t for t in types if t not in usable)
-    if how == "restrict":
+    if how == "restrict" and not usable:
         return (f"{what} makes no progress on any GPU type of the cluster ({missing}): "
                 "restrict cannot keep it; use --unrunnable drop")
+    if how == "restrict":
+        return (f"{what} progresses only on {', '.join(usable)}, which has fewer GPUs than it "
+                "asks for: restrict cannot keep it; use --unrunnable drop")
     return (f"{what} makes no progress on GPU type(s) {missing}; {count} job(s) are like it:"
             f" choose {FIX}")
