@@ -22,8 +22,8 @@ def test_mixed_workload_is_seeded_and_mixed() -> None:
 def test_to_workload_uses_slurm_ids_relative_submit_times_and_iteration_durations() -> None:
     jobs = {7: FakeJob("bin", 2, 300, 0.0), 5: FakeJob("daemon", 1, 50, 0.0)}
     w = to_workload(jobs, {7: 1000.5, 5: 1002.0}, iters_per_sec=10)
-    assert [(s.id, s.submit_time, s.num_gpus, s.duration, s.user) for s in w.jobs] == [
-        (7, 0.0, 2, 30.0, "bin"), (5, 1.5, 1, 5.0, "daemon")]
+    assert [(s.id, s.submit_time, s.num_gpus, s.duration, s.user, s.nodes) for s in w.jobs] == [
+        (7, 0.0, 2, 30.0, "bin", 1), (5, 1.5, 1, 5.0, "daemon", 1)]  # --gres=gpu:N: one node
     # from the controller's first round instead: the simulator's rounds fall on its rounds
     w = to_workload(jobs, {7: 1000.5, 5: 1002.0}, iters_per_sec=10, origin=999.75)
     assert [s.submit_time for s in w.jobs] == [0.75, 2.25]

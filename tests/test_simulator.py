@@ -316,3 +316,33 @@ def test_round_skipping_is_exact_where_one_round_leaves_work_for_the_next(name, 
         wl, shape = _random_case(seed)
         a, b = run(wl, c, shape, **cfg), run(wl, every_round, shape, **cfg)
         assert sorted(a.jobs, key=lambda j: j.id) == sorted(b.jobs, key=lambda j: j.id), seed
+
+
+# A job bound to one node (as Slurm binds ``--gres=gpu:N``): two 3-GPU jobs leave one GPU
+# free on each of two 4-GPU nodes; the 2-GPU job may take them only if it may spread.
+FRAGMENTED = (JobSpec(1, 0, 3, 1000), JobSpec(2, 0, 3, 1000))
+
+
+@pytest.mark.parametrize("nodes, first_start", [(None, 300.0), (1, 1200.0)])
+def test_a_job_bound_to_one_node_waits_for_one(nodes: int | None, first_start: float) -> None:
+    specs = (*FRAGMENTED, JobSpec(3, 10, 2, 100, nodes=nodes))
+    result = Simulator(Workload(specs), loading.load("tiresias"),
+                       ClusterSpec.parse("gpu:4x2").build()).run()
+    assert {r.id: r.first_start for r in result.jobs}[3] == first_start
+
+
+def test_optimus_grows_a_bound_job_only_within_its_nodes() -> None:
+    """Optimus grew a 2-GPU job to 8 GPUs, which one 4-GPU node cannot hold: it waited on an
+    idle cluster forever."""
+    specs = (*FRAGMENTED, JobSpec(3, 10, 2, 100, nodes=1))
+    result = Simulator(Workload(specs), loading.load("optimus"),
+                       ClusterSpec.parse("gpu:4x2").build(), SimConfig(max_time=1e6)).run()
+    assert sorted(r.id for r in result.jobs) == [1, 2, 3] and result.unfinished == ()
+
+
+def test_bound_jobs_that_cannot_fit_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="nodes must be 1..num_gpus"):
+        JobSpec(1, 0, 2, 100, nodes=3)
+    with pytest.raises(SimulationError, match=r"jobs \[1\] are bound to fewer nodes"):
+        Simulator(Workload((JobSpec(1, 0, 8, 100, nodes=1),)), loading.load("fifo"),
+                  ClusterSpec.parse("gpu:4x2").build())

@@ -115,9 +115,15 @@ def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | No
     return frozenset(t.casefold() for t in many.split(",")) if many else None
 
 
-def types_hint(types: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """A simulated job's hints for the GPU types it is restricted to (none: any type)."""
-    return ((TYPES, ",".join(types)),) if types else ()
+def sim_hints(types: tuple[str, ...], nodes: int | None) -> tuple[tuple[str, str], ...]:
+    """A simulated job's hints, sorted as hints are: the GPU types it is restricted to
+    (none: any type) and the exact node count it is bound to (``None``: any number, as the
+    simulator's jobs were before a trace could say; a Slurm job asking ``--gres=gpu:N`` is
+    bound to one node, and the controller's snapshot says so with the same hint)."""
+    hints = [(TYPES, ",".join(types))] if types else []
+    if nodes is not None:
+        hints.append((NODES, str(nodes)))
+    return tuple(sorted(hints))
 
 
 def per_node_needs(snapshot: ClusterSnapshot, job: Job, booked: Booked | None = None

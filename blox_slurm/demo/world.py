@@ -74,10 +74,12 @@ def to_workload(jobs: Mapping[int, FakeJob], submitted: Mapping[int, float],
     """The simulator's view of what the emulator ran: Slurm job ids, submit times (as
     measured when ``sbatch`` was called) relative to ``origin`` (default the first
     submission; the controller's first round puts the simulator's rounds where the
-    controller's were), isolated duration = iterations / iterations per second."""
+    controller's were), isolated duration = iterations / iterations per second, on one node
+    (the fake jobs ask ``--gres=gpu:N``, per node, without ``-N``: Slurm gives them one
+    node, and a simulator that spread them started 4-GPU jobs earlier than Slurm could)."""
     t0 = min(submitted.values()) if origin is None else origin
     specs = sorted((JobSpec(jid, submitted[jid] - t0, j.gpus, j.iterations / iters_per_sec,
-                            user=j.user) for jid, j in jobs.items()),
+                            user=j.user, nodes=1) for jid, j in jobs.items()),
                    key=lambda s: (s.submit_time, s.id))
     return Workload(tuple(specs), source=source)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from ..core.accounting import DecayedUsage
 from ..core.composition import Composition
-from ..core.fit import types_hint
+from ..core.fit import sim_hints
 from ..core.model import ClusterSnapshot, Gpu, Job, Node
 from ..core.round import decide
 from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, for_rates
@@ -61,6 +61,7 @@ class Simulator:
         if too_big:
             raise SimulationError(f"jobs {too_big[:5]} ask for more GPUs than the cluster has "
                                   f"({len(self.gpus)})")
+        _check_bound(workload, self.nodes)
         if start is not None:
             unknown = [j.id for j in start.jobs if j.duration is None]
             if unknown:
@@ -165,7 +166,7 @@ class Run:
             s = specs[i]
             world.arrive(Job(s.id, s.submit_time, s.num_gpus, s.user, s.account, s.model,
                              s.duration, s.cpus, s.memory_mb, last_event=s.submit_time,
-                             hints=types_hint(s.gpu_types)))
+                             hints=sim_hints(s.gpu_types, s.nodes)))
             i += 1
             self.dirty = True
         self.next_spec = i
@@ -200,6 +201,16 @@ class Run:
             self.done = True  # jobs wait that no decision will ever start
         else:
             self.t = max(self.t + self.rd, ceil_to(nxt, self.rd))
+
+
+def _check_bound(workload: Workload, nodes: tuple[Node, ...]) -> None:
+    """Jobs bound to k nodes must fit on the k largest ones, or they would wait forever."""
+    sizes = sorted((len(n.gpu_ids) for n in nodes), reverse=True)
+    never = [j.id for j in workload.jobs
+             if j.nodes is not None and (j.nodes > len(sizes) or j.num_gpus > sum(sizes[:j.nodes]))]
+    if never:
+        raise SimulationError(f"jobs {never[:5]} are bound to fewer nodes than their GPUs need "
+                              f"(largest node: {sizes[0] if sizes else 0} GPUs)")
 
 
 def _in_arrival_order(specs: tuple[JobSpec, ...]) -> tuple[JobSpec, ...]:

@@ -33,12 +33,18 @@ class JobSpec:
     # GPU types the job may run on (empty: any): set for a job that makes no progress on
     # some type of the cluster, under ``unrunnable = "restrict"`` (:mod:`.runnable`).
     gpu_types: tuple[str, ...] = ()
+    # Nodes the job is bound to (None: spread as placement likes). A Slurm job asking
+    # ``--gres=gpu:N`` (per node) without ``-N`` gets exactly one node.
+    nodes: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
             raise WorkloadError(f"job {self.id}: num_gpus must be >= 1, got {self.num_gpus}")
         if not self.duration > 0:
             raise WorkloadError(f"job {self.id}: duration must be > 0, got {self.duration}")
+        if self.nodes is not None and not 1 <= self.nodes <= self.num_gpus:
+            raise WorkloadError(f"job {self.id}: nodes must be 1..num_gpus "
+                                f"({self.num_gpus}), got {self.nodes}")
         if not self.submit_time >= 0:
             raise WorkloadError(f"job {self.id}: submit_time must be >= 0, got {self.submit_time}")
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.fit import required_nodes
 from blox_slurm.core.model import ClusterSnapshot, Job, Node, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
@@ -109,9 +110,13 @@ class Optimus(SchedulingBase):
         grown = {j.id: alloc[j.id] for j in pending if alloc.get(j.id, j.num_gpus) != j.num_gpus}
         return Schedule([*running, *pending], grown)
 
-    def _cap(self, job: Job) -> int:
-        """The most GPUs ``job`` may grow to."""
-        return min(self.max_gpus, int(job.num_gpus * self.max_scale))
+    def _cap(self, job: Job, runtime: _Runtime) -> int:
+        """The most GPUs ``job`` may grow to. A job bound to k nodes (``--gres=gpu:N`` on
+        Slurm: one node) grows at most to what k of the largest nodes hold: grown past that
+        it could never be placed, and waited forever on an idle cluster."""
+        cap = min(self.max_gpus, int(job.num_gpus * self.max_scale))
+        bound = required_nodes(job)
+        return cap if bound is None else max(job.num_gpus, min(cap, bound * runtime.per_node))
 
     def _grow(self, pending: Sequence[Job], alloc: dict[int, int], spare: int,
               runtime: _Runtime) -> None:
@@ -120,7 +125,8 @@ class Optimus(SchedulingBase):
         heap: list[_Offer] = []
         for j in pending:
             n = alloc.get(j.id)
-            if n is not None and n < self._cap(j) and _remaining(j, runtime.now) < math.inf:
+            if (n is not None and n < self._cap(j, runtime)
+                    and _remaining(j, runtime.now) < math.inf):
                 heap.append(runtime.offer(j, n))
         heapq.heapify(heap)
         while spare > 0 and heap:
@@ -129,5 +135,5 @@ class Optimus(SchedulingBase):
                 break  # nobody speeds up from another GPU
             n = alloc[j.id] = alloc[j.id] + 1
             spare -= 1
-            if n < self._cap(j):
+            if n < self._cap(j, runtime):
                 heapq.heappush(heap, runtime.offer(j, n))
