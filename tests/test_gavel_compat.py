@@ -135,6 +135,10 @@ def test_gavel_heads_fifo_gives_the_type_that_sorts_last_even_beyond_its_gpus() 
     out = fifo_types([(0, 3, rates), (1, 3, rates)], {}, {0: 3, 1: 3}, np.full(3, 4.0),
                      rng=random.Random(0))
     assert out == {0: 2, 1: 2}
+    # ... but never a type with fewer GPUs in all than the job asks for: it would wait
+    # forever (found by the property test on a cluster of 4 V100s and 15 K80s)
+    assert fifo_types([(0, 5, np.ones(2))], {}, {0: 5}, np.array([15.0, 4.0]),
+                      rng=random.Random(0)) == {0: 0}
     # a job that makes no progress on that type is given none
     assert fifo_types([(0, 1, np.array([1.0, 1.0, 0.0]))], {}, {0: 1}, np.full(3, 4.0),
                       rng=random.Random(0)) == {}

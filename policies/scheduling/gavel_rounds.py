@@ -159,6 +159,10 @@ def fifo_types(queue: Sequence[tuple[int, int, np.ndarray]], kept: dict[int, int
         if not fits:
             break
         drawn, t = rng.randrange(len(fits)), open_types[-1]  # Gavel HEAD: the last type
+        if capacity[t] < gpus:
+            # Gavel's choice would hold the job forever (a type with fewer GPUs than it asks
+            # for; Gavel's equal-sized types never meet this): the last type that can.
+            t = fits[-1]
         if rates[t] > 0:
             out[jid] = t
             left[t] -= gpus
