@@ -130,17 +130,17 @@ def _experiments(
                                      else {"workload": trace.path})
             exps.append(Experiment(composition=comp.config, workload=wl, cluster=cluster,
                                    sim=sim, throughput=thr, policy_paths=paths, label=label))
-    if trace is not None and exps:
-        prepare(exps[0])  # a bad trace or an unrunnable job fails once, before any run
+    if trace is not None and len(exps) > 1:
+        prepare(exps[0])  # a bad trace or an unrunnable job fails once, not in every worker
     return exps
 
 
 def _trace_notes(exp: Experiment, result: RunResult) -> None:
     """On stderr, what became of the trace's rows and jobs that the run did not simulate."""
     err = console(stderr=True)
-    if exp.workload.path and exp.workload.skip_bad_rows:
-        n = exp.workload.load().skipped_rows
-        err.print(f"skipped {n} bad row(s) in {exp.workload.path}", markup=False)
+    if "skipped_rows" in result.params:
+        err.print(f"skipped {result.params['skipped_rows']} bad row(s) in "
+                  f"{exp.workload.path}", markup=False)
     if "unrunnable_jobs" in result.params:
         how = ("dropped" if exp.workload.unrunnable == "drop"
                else "restricted to the types they progress on")

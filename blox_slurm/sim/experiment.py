@@ -95,6 +95,8 @@ def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
                               "jobs": len(workload.jobs), **timing, **exp.label}
     if exp.workload.unrunnable != "error":  # the count is reported, 0 included
         params.update(unrunnable=exp.workload.unrunnable, unrunnable_jobs=unrunnable)
+    if exp.workload.skip_bad_rows:
+        params["skipped_rows"] = workload.skipped_rows
     return replace(result, params=params)
 
 
