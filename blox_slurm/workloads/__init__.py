@@ -6,21 +6,14 @@ loader by ``format`` or by the file's extension. See ``docs/workloads.md`` for e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .acme import load_acme
-from .csv_trace import load_csv
-from .gavel import load_gavel
 from .generator import GeneratorConfig, generate, load_config
-from .helios import load_helios
 from .loader_options import loader_options
-from .pai import load_pai
-from .philly import load_philly
-from .pollux import load_pollux
-from .sacct import load_sacct
 from .schema import JobSpec, Workload, WorkloadError
 
 
@@ -29,17 +22,38 @@ def _synthetic(path: str | PathLike[str], skip_bad_rows: bool = False, **params:
     return generate(load_config(path), **params)
 
 
-LOADERS: dict[str, Callable[..., Workload]] = {
-    "gavel": load_gavel,
-    "philly": load_philly,
-    "csv": load_csv,
-    "sacct": load_sacct,
-    "helios": load_helios,
-    "pai": load_pai,
-    "acme": load_acme,
-    "synthetic": _synthetic,
-    "pollux": load_pollux,
-}
+class _Loaders(Mapping[str, Callable[..., Workload]]):
+    """Format name -> loader, each imported when first asked for: a run reads one format,
+    and some loaders bring heavy modules (Pollux's model imports NumPy), which every
+    ``blox-slurm simulate`` paid at start-up before."""
+
+    def __init__(self, where: dict[str, str]) -> None:
+        self._where = where  # name -> "module:function", module relative to this package
+
+    def __getitem__(self, name: str) -> Callable[..., Workload]:
+        module, _, attr = self._where[name].partition(":")
+        loader: Callable[..., Workload] = getattr(
+            importlib.import_module(module, __name__), attr)
+        return loader
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+LOADERS = _Loaders({
+    "gavel": ".gavel:load_gavel",
+    "philly": ".philly:load_philly",
+    "csv": ".csv_trace:load_csv",
+    "sacct": ".sacct:load_sacct",
+    "helios": ".helios:load_helios",
+    "pai": ".pai:load_pai",
+    "acme": ".acme:load_acme",
+    "synthetic": f"{__name__}:_synthetic",
+    "pollux": ".pollux:load_pollux",
+})
 EXTENSIONS = {
     ".trace": "gavel",
     ".json": "philly",
@@ -57,7 +71,7 @@ def format_of(path: str | PathLike[str], format: str | None = None) -> str:
     name = format or EXTENSIONS.get(path.suffix.lower())
     if name is None and path.name.startswith("cluster_job_log"):
         name = "philly"
-    if name not in LOADERS:
+    if name is None or name not in LOADERS:
         exts = ", ".join(f"{e} ({f})" for e, f in EXTENSIONS.items())
         what = f"unknown format {format!r}" if format else f"cannot tell the format of {path}"
         raise WorkloadError(f"{what}; formats: {', '.join(LOADERS)}; extensions: {exts}")
@@ -82,6 +96,13 @@ def load_workload(
         raise WorkloadError(f"{path}: not UTF-8 text: {exc}") from None
     except IsADirectoryError:
         raise WorkloadError(f"{path}: is a directory") from None
+
+
+def __getattr__(name: str) -> Callable[..., Workload]:
+    """``load_gavel`` and the other loaders by name, imported on first use (see LOADERS)."""
+    if name.startswith("load_") and name[5:] in LOADERS:
+        return LOADERS[name[5:]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
