@@ -108,6 +108,7 @@ function M.guarded_change(job_desc)
   return nil
 end
 local MAX_COMMENT = 512
+local MAX_ELASTIC_GPUS = 4096
 local HINT_PREFIX = "blox:"
 local MARK = "blox:managed"
 local FAILOPEN = ",failopen"
@@ -145,8 +146,35 @@ local HINTS = {
     end,
     expect = "1 to 64 letters, digits or _ . + -",
   },
+  -- Opt-in to resizing within [min_gpus, max_gpus]; jobs without it keep their GPU count.
+  elastic = {
+    check = function(v) return whole_number(v, 1) end,
+    expect = "1",
+  },
+  min_gpus = {
+    check = function(v) return whole_number(v, MAX_ELASTIC_GPUS) end,
+    expect = "a whole number of GPUs, 1 to " .. MAX_ELASTIC_GPUS,
+  },
+  max_gpus = {
+    check = function(v) return whole_number(v, MAX_ELASTIC_GPUS) end,
+    expect = "a whole number of GPUs, 1 to " .. MAX_ELASTIC_GPUS,
+  },
 }
-local ALLOWED = "allowed: duration, iters, model"
+local ALLOWED = "allowed: duration, elastic, iters, max_gpus, min_gpus, model"
+
+-- The elastic hints only make sense together (see job_submit.py's _check_elastic).
+local function check_elastic(values)
+  if (values.min_gpus ~= nil or values.max_gpus ~= nil) and values.elastic == nil then
+    return "blox-slurm: hints min_gpus and max_gpus need elastic=1 in --comment"
+  end
+  if values.elastic ~= nil and values.max_gpus == nil then
+    return "blox-slurm: elastic=1 needs max_gpus=N in --comment"
+  end
+  if tonumber(values.min_gpus or "1") > tonumber(values.max_gpus or MAX_ELASTIC_GPUS) then
+    return "blox-slurm: min_gpus is above max_gpus in --comment"
+  end
+  return nil
+end
 
 local function unknown_key(key)
   -- Echo the key only when it cannot smuggle control characters or bulk into the message.
@@ -185,6 +213,8 @@ function M.parse_hints(comment)
     values[key] = normalized
     keys[#keys + 1] = key
   end
+  local err = check_elastic(values)
+  if err ~= nil then return nil, err end
   table.sort(keys)
   local out = {}
   for _, key in ipairs(keys) do out[#out + 1] = ";" .. key .. "=" .. values[key] end

@@ -148,6 +148,13 @@ ACCEPTED = [
     ("blox:duration=100000000", {"duration": 10**8}, ";duration=100000000"),
     ("blox:model=" + "m" * 64, {"model": "m" * 64}, ";model=" + "m" * 64),
     ("blox:iters=0000000000000000000001", {"iters": 1}, ";iters=1"),
+    ("blox:elastic=1,min_gpus=1,max_gpus=16", {"elastic": 1, "min_gpus": 1, "max_gpus": 16},
+     ";elastic=1;max_gpus=16;min_gpus=1"),
+    ("blox:max_gpus=04,elastic=01", {"elastic": 1, "max_gpus": 4}, ";elastic=1;max_gpus=4"),
+    ("blox:elastic=1,max_gpus=2,min_gpus=2,model=bert",
+     {"elastic": 1, "max_gpus": 2, "min_gpus": 2, "model": "bert"},
+     ";elastic=1;max_gpus=2;min_gpus=2;model=bert"),
+    ("blox:elastic=1,max_gpus=4096", {"elastic": 1, "max_gpus": 4096}, ";elastic=1;max_gpus=4096"),
 ]
 
 REJECTED = [
@@ -190,6 +197,18 @@ REJECTED = [
     ("blox:iters= 5", "bad value for hint 'iters'"),
     ("blox:duration=100000001", "bad value for hint 'duration'"),
     ("blox:duration=1.5", "bad value for hint 'duration'"),
+    ("blox:elastic=2,max_gpus=4", "bad value for hint 'elastic'"),
+    ("blox:elastic=0,max_gpus=4", "bad value for hint 'elastic'"),
+    ("blox:elastic=yes,max_gpus=4", "bad value for hint 'elastic'"),
+    ("blox:elastic=1,max_gpus=0", "bad value for hint 'max_gpus'"),
+    ("blox:elastic=1,max_gpus=4097", "bad value for hint 'max_gpus'"),
+    ("blox:elastic=1,min_gpus=-1,max_gpus=4", "bad value for hint 'min_gpus'"),
+    ("blox:max_gpus=8", "need elastic=1"),
+    ("blox:min_gpus=2,model=a", "need elastic=1"),
+    ("blox:elastic=1", "elastic=1 needs max_gpus=N"),
+    ("blox:elastic=1,min_gpus=2", "elastic=1 needs max_gpus=N"),
+    ("blox:elastic=1,min_gpus=8,max_gpus=4", "min_gpus is above max_gpus"),
+    ("blox:elastic=1,max_gpus=4,max_gpus=8", "'max_gpus' given twice"),
     ("blox:model=a" + ",iters=1" * 100, "at most 512"),
     ("blox:model=" + "x" * 10_000, "at most 512"),
 ]
@@ -247,8 +266,9 @@ def test_admin_comment_that_is_not_a_mark(text: str | None) -> None:
 
 
 hint_pairs = st.lists(
-    st.tuples(st.sampled_from(["model", "iters", "duration", "priority", "", "x"]),
-              st.one_of(st.integers(0, 2 * 10**12).map(str),
+    st.tuples(st.sampled_from(["model", "iters", "duration", "priority", "", "x", "elastic",
+                               "min_gpus", "max_gpus"]),
+              st.one_of(st.integers(0, 2 * 10**12).map(str), st.integers(0, 5000).map(str),
                         st.from_regex(r"[A-Za-z0-9_.+-]{0,70}", fullmatch=True),
                         st.text(max_size=8))),
     max_size=5,
@@ -412,12 +432,15 @@ def test_lua_agrees_on_the_corpus(lua: Lua, comment: str) -> None:
 
 ascii = st.characters(min_codepoint=0, max_codepoint=127)
 comments = st.one_of(
-    st.builds(lambda k, v: f"blox:{k}={v}", st.sampled_from(["model", "iters", "duration"]),
+    st.builds(lambda k, v: f"blox:{k}={v}", st.sampled_from(["model", "iters", "duration",
+                                                             "elastic", "max_gpus"]),
               st.text(alphabet=ascii, max_size=20)),
     hint_pairs.map(lambda ps: "blox:" + ",".join(f"{k}={v}" for k, v in ps)),
     st.text(alphabet="blox:mdeitrsnu=,0123456789.+-_; \n$()é\x00", max_size=40)
     .map(lambda s: "blox:" + s),
     st.text(max_size=30),
+    st.builds(lambda e, lo, hi: f"blox:elastic={e},min_gpus={lo},max_gpus={hi}",
+              *[st.integers(0, 4100).map(str)] * 3),
     st.builds(lambda n, tail: "blox:model=" + "a" * n + tail,
               st.integers(490, 520), st.sampled_from(["", "é", ",iters=1"])),
 )

@@ -30,6 +30,7 @@ MARK = "blox:managed"
 FAILOPEN = ",failopen"
 HINT_PREFIX = "blox:"
 MAX_COMMENT = 512
+MAX_ELASTIC_GPUS = 4096
 
 Hints = dict[str, str | int]
 
@@ -58,13 +59,32 @@ _HINTS: dict[str, tuple[Callable[[str], str | int | None], str]] = {
     "duration": (lambda v: _whole_number(v, 10**8), "a whole number of seconds, 1 to 100000000"),
     "iters": (lambda v: _whole_number(v, 10**12), "a whole number, 1 to 1000000000000"),
     "model": (_model, "1 to 64 letters, digits or _ . + -"),
+    # Opt-in to resizing: the controller may start or restart the job with any GPU count in
+    # [min_gpus, max_gpus] (Pollux, Optimus). Jobs without it keep the count they asked for.
+    "elastic": (lambda v: _whole_number(v, 1), "1"),
+    "min_gpus": (lambda v: _whole_number(v, MAX_ELASTIC_GPUS),
+                 f"a whole number of GPUs, 1 to {MAX_ELASTIC_GPUS}"),
+    "max_gpus": (lambda v: _whole_number(v, MAX_ELASTIC_GPUS),
+                 f"a whole number of GPUs, 1 to {MAX_ELASTIC_GPUS}"),
 }
-_ALLOWED = "allowed: duration, iters, model"
+_ALLOWED = "allowed: duration, elastic, iters, max_gpus, min_gpus, model"
+
+
+def _check_elastic(hints: Hints) -> None:
+    """The elastic hints only make sense together: bounds without the opt-in would be a
+    silent no-op, an opt-in without an upper bound would let a policy grow the job to the
+    whole cluster, and crossed bounds admit no count at all."""
+    if ("min_gpus" in hints or "max_gpus" in hints) and "elastic" not in hints:
+        raise HintError("blox-slurm: hints min_gpus and max_gpus need elastic=1 in --comment")
+    if "elastic" in hints and "max_gpus" not in hints:
+        raise HintError("blox-slurm: elastic=1 needs max_gpus=N in --comment")
+    if int(hints.get("min_gpus", 1)) > int(hints.get("max_gpus", MAX_ELASTIC_GPUS)):
+        raise HintError("blox-slurm: min_gpus is above max_gpus in --comment")
 
 
 def parse_user_hints(comment: str | None) -> Hints | None:
     """The hints of a job's ``--comment``: ``None`` when it does not start with ``blox:`` (an
-    ordinary comment, no hints), else a dict (``iters``/``duration`` as int, ``model`` as str).
+    ordinary comment, no hints), else a dict (``model`` as str, the others as int).
     Raises :class:`HintError` with the plugin's message for anything else."""
     if comment is None or not comment.startswith(HINT_PREFIX):
         return None
@@ -93,6 +113,7 @@ def parse_user_hints(comment: str | None) -> Hints | None:
                 f"blox-slurm: bad value for hint '{key}' in --comment: expected {expect}"
             )
         hints[key] = normalized
+    _check_elastic(hints)
     return hints
 
 
