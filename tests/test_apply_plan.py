@@ -25,14 +25,14 @@ SNAP = ClusterSnapshot(now=0.0, nodes=NODES, gpus=GPUS, jobs=())
 
 
 def job(job_id: int, state: str = "PENDING", held: bool = True,
-        req_nodes: tuple[str, ...] = ()) -> SlurmJob:
+        req_nodes: tuple[str, ...] = (), gpus: int = 1) -> SlurmJob:
     return SlurmJob(job_id=job_id, name="j", user="u", account="", partition="blox",
                     state=state, reason="JobHeldAdmin" if held else "None",
-                    priority=0 if held else 100, num_gpus=1, req_nodes=req_nodes)
+                    priority=0 if held else 100, num_gpus=gpus, req_nodes=req_nodes)
 
 
 def test_started_held_jobs_are_pinned_by_node_set_and_released() -> None:
-    managed = {1: job(1), 2: job(2), 3: job(3)}
+    managed = {1: job(1), 2: job(2), 3: job(3, gpus=2)}
     d = Decisions(start=(Start(1, (0,)), Start(2, (1,)), Start(3, (4, 5))))
     plan = make_plan(managed, d, SNAP)
     assert plan.release == {("node1",): (1, 2), ("node2",): (3,)}

@@ -15,6 +15,12 @@ snapshot for a job that asked for GPUs *per node* (``--gres=gpu:N``; see
 is pinned to, so it must get ``count / nodes`` GPUs on each of exactly ``nodes`` nodes, never a
 spread over more. :func:`required_nodes` reads the hint, :func:`on_fixed_nodes` places such a
 job in each policy's own node preference. Simulated jobs carry no such hint.
+
+And a job's GPU count may or may not be the scheduler's to choose (:func:`gpu_range`): a
+simulated job takes whatever count its scheduler gives it (Optimus' elastic model), a Slurm
+job keeps the count it asked for unless its owner opted in with ``elastic=1`` and bounds;
+the snapshot writes either as ``min_gpus``/``max_gpus`` hints and the engine clamps every
+scheduler's count into them (:func:`gpu_count`).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ HINT = "gpu_type"
 #: restricted to the types it makes progress on (a Slurm user's hint is ``gpu_type``, one type).
 TYPES = "gpu_types"
 NODES = "nodes"
+MIN_GPUS, MAX_GPUS = "min_gpus", "max_gpus"
 
 #: Orders candidate nodes: (node position in ``free``, its free GPUs) -> sort key.
 NodeKey = Callable[[int, tuple[GpuId, ...]], object]
@@ -169,3 +176,32 @@ def on_fixed_nodes(free: FreeView, nodes: int, count: int,
         fits.sort(key=lambda ig: (key(*ig), ig[0]))
     out = [g for _, gpus in fits[:nodes] for g in gpus[:per]]
     return tuple(sorted(out)) if nodes > 1 else tuple(out)
+
+
+def gpu_range(job: Job) -> tuple[int, int | None]:
+    """The GPU counts ``job`` may be given: ``(min_gpus, max_gpus)`` from its hints, 1 and
+    ``None`` (no bound) where a hint is absent. A malformed value (only a world sets these)
+    reads as the job's request: the safe reading, which resizes nothing."""
+    return _count_hint(job, MIN_GPUS) or 1, _count_hint(job, MAX_GPUS)
+
+
+def _count_hint(job: Job, key: str) -> int | None:
+    value = job.hint(key)
+    if value is None:
+        return None
+    return int(value) if value.isdigit() and int(value) > 0 else job.num_gpus
+
+
+def gpu_count(job: Job, asked: int | None) -> int:
+    """The GPUs ``job`` gets when its scheduler asks for ``asked`` (``None``: its request),
+    within :func:`gpu_range`: a scheduler that does not know a Slurm job's count is fixed
+    (Optimus grows any job) cannot resize it, and an elastic job stays within its bounds; a
+    job Slurm gives GPUs per node on a fixed node count (``nodes``) gets a multiple of it,
+    or it could never be placed."""
+    want = job.num_gpus if asked is None else asked
+    if not job.hints:  # a simulated job from most traces: nothing bounds it
+        return want
+    lo, hi = gpu_range(job)
+    want = max(lo, want if hi is None else min(want, hi))
+    nodes = required_nodes(job)  # the same count on each of its nodes: a multiple of them
+    return want if nodes is None or want % nodes == 0 else max(nodes, want - want % nodes)

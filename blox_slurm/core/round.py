@@ -42,7 +42,7 @@ from operator import attrgetter, not_
 
 from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
 from .composition import Composition
-from .fit import Booked, allowed
+from .fit import Booked, allowed, gpu_count
 from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, Start
 
@@ -175,7 +175,7 @@ class _Walk:
         """Start pending ``job`` on free GPUs or, failing that, on GPUs of lower-ranked jobs
         the preemption policy stops for it."""
         free = self.free
-        want = self.alloc.get(job.id, job.num_gpus)
+        want = gpu_count(job, self.alloc.get(job.id))
         gpus = self.place(job, want) if want <= free.count else None
         if gpus is None and running_below > 0 and self.make_room(job, want, pos):
             gpus = self.place(job, want)
@@ -339,7 +339,7 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
     booked = Booked()
     starts: list[Start] = []
     for job in schedule.order:
-        want = alloc.get(job.id, job.num_gpus)
+        want = gpu_count(job, alloc.get(job.id))
         if want > free.count:
             return None
         gpus = _place(comp, snapshot, types, job, want, free, booked)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.model import ClusterSnapshot, Decisions, Drain
-from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob
+from .client import GpuRequest, JobUpdate, SlurmClient, SlurmError, SlurmJob
 from .crashpoints import crashpoint
+from .parse import ParsedJob
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class Plan:
     # Running jobs moved elsewhere, by new nodes: stopped with the preempted ones, then, in
     # the same round, pinned there and released (see Applier._restart_moved)
     move: Mapping[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
+    # Elastic jobs started with another GPU count than they ask Slurm for: their pin also
+    # sets the new request (see GpuRequest)
+    resize: Mapping[int, GpuRequest] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -64,23 +68,55 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
               drained: frozenset[str] = frozenset()) -> Plan:
     """The verbs that bring Slurm to what ``d`` wants. Pure."""
     targets, refused = _targets(d, snapshot)
+    resize = _resizes(managed, d, snapshot, targets, refused)
     preempt = tuple(j for j in d.preempt if j in managed and managed[j].active)
     stopping = set(preempt)
     move = _by_nodes((m.job_id, targets[m.job_id]) for m in d.move
                      if m.job_id in stopping and m.job_id in targets)
-    hold, release, repin, lift_delay = _pending_verbs(managed, targets)
+    hold, release, repin, lift_delay = _pending_verbs(managed, targets, resize)
     drain = tuple(x for x in d.drain if x.node not in drained)
     return Plan(preempt, tuple(sorted(hold)), _by_nodes(release), _by_nodes(repin), drain,
                 {j: why for j, why in refused.items() if j in managed}, frozenset(lift_delay),
-                move)
+                move, resize)
 
 
-def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[str, ...]]
+def _resizes(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSnapshot,
+             targets: dict[int, tuple[str, ...]], refused: dict[int, str]
+             ) -> dict[int, GpuRequest]:
+    """The new GPU request of each job started with another count than Slurm holds for it.
+    Only an elastic job may be resized (the engine clamps every count into the job's
+    ``min_gpus``/``max_gpus``; this is the adapter's own check, for any other caller): a
+    start that would resize another is refused (moved from ``targets`` to ``refused``)."""
+    elastic = {j.id for j in snapshot.jobs if j.hint("elastic") is not None}
+    out: dict[int, GpuRequest] = {}
+    for s in d.start:
+        job = managed.get(s.job_id)
+        if job is None or s.job_id not in targets or len(s.gpus) == job.num_gpus:
+            continue
+        if s.job_id not in elastic:
+            del targets[s.job_id]
+            refused[s.job_id] = (f"refused: the policy gave it {len(s.gpus)} GPU(s); it asked "
+                                 f"for {job.num_gpus} and did not opt in to resizing "
+                                 f"(elastic=1)")
+            continue
+        nodes = job.gpu_nodes if isinstance(job, ParsedJob) else 0  # > 0: asked per node
+        try:
+            out[s.job_id] = GpuRequest(len(s.gpus) // nodes if nodes else len(s.gpus),
+                                       nodes > 0, job.gpu_type or None)
+        except ValueError as e:  # a GPU type no scontrol field may carry
+            del targets[s.job_id]
+            refused[s.job_id] = f"refused: cannot resize it: {e}"
+    return out
+
+
+def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[str, ...]],
+                   resize: Collection[int]
                    ) -> tuple[list[int], list[tuple[int, tuple[str, ...]]],
                               list[tuple[int, tuple[str, ...]]], set[int]]:
     """For the managed jobs Slurm shows pending: those to hold (not started, not yet held),
-    to release (started, held) or re-pin (started, released but pinned elsewhere or kept
-    waiting by a requeue delay), each with its nodes, and those whose pin lifts the delay."""
+    to release (started, held) or re-pin (started, released but pinned elsewhere, kept
+    waiting by a requeue delay, or resized), each with its nodes, and those whose pin lifts
+    the delay."""
     hold: list[int] = []
     release: list[tuple[int, tuple[str, ...]]] = []
     repin: list[tuple[int, tuple[str, ...]]] = []
@@ -98,7 +134,7 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
             lift_delay.add(job_id)
         if job.held:
             release.append((job_id, nodes))
-        elif delayed or tuple(sorted(job.req_nodes)) != nodes:
+        elif delayed or job_id in resize or tuple(sorted(job.req_nodes)) != nodes:
             repin.append((job_id, nodes))
     return hold, release, repin, lift_delay
 
@@ -185,25 +221,31 @@ class Applier:
         # Pins cost a call per job (Slurm takes no id list with ReqNodeList); the releases of
         # every placement are one call.
         pinned = [j for nodes, ids in plan.release.items()
-                  for j in self._pin(nodes, ids, plan.lift_delay)]
+                  for j in self._pin(nodes, ids, plan.lift_delay, plan.resize)]
         if pinned:
             crashpoint("pinned")
             self._batched("release", pinned, self.client.release)
         for nodes, ids in plan.repin.items():
-            self._pin(nodes, ids, plan.lift_delay)
+            self._pin(nodes, ids, plan.lift_delay, plan.resize)
         for dr in plan.drain:
             self._node("drain", dr.node, dr.reason)
 
-    def _pin(self, nodes: tuple[str, ...], ids: Sequence[int],
-             lift_delay: frozenset[int]) -> list[int]:
+    def _pin(self, nodes: tuple[str, ...], ids: Sequence[int], lift_delay: frozenset[int],
+             resize: Mapping[int, GpuRequest] | None = None) -> list[int]:
         """``ReqNodeList=nodes`` (one call per kind: with ``StartTime=now+2`` for requeued
-        jobs, without for the rest); returns the ids pinned."""
+        jobs, without for the rest; a resized job's call also sets its new GPU request);
+        returns the ids pinned."""
+        resize = resize or {}
+        where = f"pin {','.join(nodes)}"
         pinned: list[int] = []
         for now in (True, False):
-            batch = [i for i in ids if (i in lift_delay) == now]
+            batch = [i for i in ids if (i in lift_delay) == now and i not in resize]
             if batch:
-                pinned += self._batched(f"pin {','.join(nodes)}", batch, self._updater(
+                pinned += self._batched(where, batch, self._updater(
                     JobUpdate(req_nodes=nodes, lift_delay=now)))
+        for i in (i for i in ids if i in resize):
+            pinned += self._batched(f"{where} {resize[i].field}", [i], self._updater(
+                JobUpdate(req_nodes=nodes, lift_delay=i in lift_delay, gpus=resize[i])))
         return pinned
 
     def _updater(self, update: JobUpdate) -> Callable[[Sequence[int]], None]:

@@ -224,8 +224,8 @@ class CliBackend:
     def update_jobs(self, ids: Sequence[int], update: JobUpdate) -> None:
         """``scontrol update JobId=..``. Slurm takes a comma list of ids for Priority and
         StartTime but rejects it ("Invalid job ID 2,3") with ReqNodeList/ExcNodeList, so
-        node-list updates cost one call per job. Slurm refuses ``Priority`` on a held job:
-        release first."""
+        node-list updates (and resizes, which go with a pin) cost one call per job. Slurm
+        refuses ``Priority`` on a held job: release first."""
         fields = []
         if update.priority is not None:
             fields.append(f"Priority={update.priority}")
@@ -235,7 +235,9 @@ class CliBackend:
             fields.append(f"ExcNodeList={','.join(update.exc_nodes)}")
         if update.lift_delay:
             fields.append(f"StartTime={LIFTED_START}")
-        if update.req_nodes is None and update.exc_nodes is None:
+        if update.gpus is not None:
+            fields.append(update.gpus.field)
+        if update.req_nodes is None and update.exc_nodes is None and update.gpus is None:
             self._scontrol("update", f"JobId={self._ids(ids)}", *fields, idempotent=True)
             return
         failures: list[tuple[int, SlurmError]] = []

@@ -177,6 +177,35 @@ LIFTED_START = f"now+{REVOKE_MARGIN}"
 
 
 @dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """A pending job's new GPU request: an elastic job resized (``elastic=1``). ``count`` is
+    per node for a job that asked per node (``--gres=gpu:N``), else for the whole job;
+    ``gpu_type`` is kept from its request. Slurm 22.05 records ``TresPerNode=gres/gpu:N``
+    on a pending job but allocates the old count; ``gres:gpu:N`` takes effect on every
+    version (SLURM_NOTES.md)."""
+
+    count: int
+    per_node: bool
+    gpu_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.count < 2**16:
+            raise ValueError(f"GPU count {self.count} out of range")
+        if self.gpu_type is not None and not _GPU_TYPE.fullmatch(self.gpu_type):
+            raise ValueError(f"bad GPU type {self.gpu_type!r}")
+
+    @property
+    def field(self) -> str:
+        """The ``scontrol update`` field that sets it."""
+        kind = "TresPerNode" if self.per_node else "TresPerJob"
+        typed = f"{self.gpu_type}:" if self.gpu_type else ""
+        return f"{kind}=gres:gpu:{typed}{self.count}"
+
+
+_GPU_TYPE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
 class JobUpdate:
     """Fields ``scontrol update JobId=..`` may change for the controller.
 
@@ -186,13 +215,14 @@ class JobUpdate:
     same second as (or before) the one it revoked when the job's last run was stopped
     (``cred->ctime <= revoked``), and a job started then fails ("Job credential revoked")
     instead of running. ``req_nodes=()`` clears a pin (an empty tuple means "clear", ``None``
-    means "leave alone").
+    means "leave alone"). ``gpus`` resizes a pending elastic job (:class:`GpuRequest`).
     """
 
     priority: int | None = None
     req_nodes: tuple[str, ...] | None = None
     exc_nodes: tuple[str, ...] | None = None
     lift_delay: bool = False
+    gpus: GpuRequest | None = None
 
     def __post_init__(self) -> None:
         if self.priority is not None and not 0 <= self.priority < 2**32 - 1:
@@ -208,6 +238,7 @@ class JobUpdate:
             and self.req_nodes is None
             and self.exc_nodes is None
             and not self.lift_delay
+            and self.gpus is None
         )
 
 

@@ -89,6 +89,9 @@ class PyslurmBackend(CliBackend):
         self._each(ids, "requeuehold", lambda j: j.requeue(hold=True), super().requeue_hold)
 
     def update_jobs(self, ids: Sequence[int], update: JobUpdate) -> None:
+        if update.gpus is not None:  # a resize: scontrol's TRES syntax is the tested one
+            CliBackend.update_jobs(self, ids, update)
+            return
         fields: dict[str, Any] = {}
         if update.priority is not None:
             fields["priority"] = update.priority

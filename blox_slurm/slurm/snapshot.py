@@ -214,9 +214,17 @@ def _hints(j: SlurmJob, x: JobExtras) -> tuple[tuple[str, str], ...]:
       (``--gres=gpu:N``, ``--gpus-per-node=N``; ``-N k`` or 1): Slurm gives it N GPUs on every
       node it is pinned to, so a placement must put it on exactly that many nodes, the same
       number of GPUs on each. A job that asked ``--gpus=N`` (per job) or per task gets none:
-      Slurm keeps its total exact over any pinned node set.
+      Slurm keeps its total exact over any pinned node set;
+    * ``min_gpus``/``max_gpus``: the GPU counts a policy may give the job (see
+      :func:`blox_slurm.core.fit.gpu_range`). Its owner's bounds if it opted in with
+      ``elastic=1`` (``min_gpus`` 1 unless given), else exactly its request: the controller
+      never resizes a job that did not ask for it.
     """
     hints = {k: str(v) for k, v in x.hints.items() if k not in SLURM_HINTS}
+    if "elastic" in hints:
+        hints.setdefault("min_gpus", "1")
+    else:
+        hints["min_gpus"] = hints["max_gpus"] = str(j.num_gpus)
     if j.gpu_type:
         hints["gpu_type"] = j.gpu_type
     if isinstance(j, ParsedJob) and j.gpu_nodes > 0:

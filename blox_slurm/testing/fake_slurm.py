@@ -27,7 +27,7 @@ failures other than draining. The live suites keep everything that needs a real 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -40,6 +40,7 @@ from ..slurm.client import (
     SlurmJob,
     SlurmNode,
 )
+from ..slurm.job_submit import format_hints
 from ..slurm.parse import ParsedJob
 
 REQUEUE_DELAY = 120.0
@@ -98,9 +99,11 @@ class FakeSlurm:
 
     def submit_job(self, gpus: int, runtime: float, *, user: str = "alice",
                    partition: str = "blox", gpus_per_node: bool = False, nodes: int = 1,
-                   cpus: int = 1, memory_mb: int = 0, failopen: bool = False) -> int:
+                   cpus: int = 1, memory_mb: int = 0, failopen: bool = False,
+                   hints: Mapping[str, str | int] | None = None) -> int:
         """A job as ``sbatch`` and the plugin leave it; ``gpus_per_node`` asks ``gpus`` on
-        each of ``nodes`` nodes (``--gres=gpu:N -N k``), else ``gpus`` in all (``--gpus``)."""
+        each of ``nodes`` nodes (``--gres=gpu:N -N k``), else ``gpus`` in all (``--gpus``);
+        ``hints`` as its ``--comment=blox:..`` gave them (the plugin's normal form)."""
         job_id = next(self._ids)
         total = gpus * nodes if gpus_per_node else gpus
         job = ParsedJob(
@@ -108,7 +111,7 @@ class FakeSlurm:
             state="PENDING", reason="None" if failopen else "JobHeldUser",
             priority=1 if failopen else 0, num_gpus=total, num_nodes=nodes, cpus=cpus,
             memory_mb=memory_mb, submit_time=self.now, eligible_time=self.now,
-            admin_comment=MARK + (",failopen" if failopen else ""),
+            admin_comment=MARK + (",failopen" if failopen else "") + format_hints(hints or {}),
             gpu_nodes=nodes if gpus_per_node else 0)
         self.jobs[job_id] = FakeJob(job, runtime, self.now)
         return job_id
@@ -191,6 +194,9 @@ class FakeSlurm:
                 fj.job = replace(fj.job, priority=update.priority)
             if update.lift_delay:
                 fj.begin = int(self.now) + REVOKE_MARGIN
+            if update.gpus is not None:  # a per-node count applies on each of its nodes
+                per = fj.job.gpu_nodes if update.gpus.per_node and fj.job.gpu_nodes else 1
+                fj.job = replace(fj.job, num_gpus=update.gpus.count * per)
         self._each(ids, "update", apply, pending=True)
 
     def signal(self, ids: Sequence[int], signal: str) -> None:

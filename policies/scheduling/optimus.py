@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
-from blox_slurm.core.fit import required_nodes
+from blox_slurm.core.fit import gpu_range, required_nodes
 from blox_slurm.core.model import ClusterSnapshot, Job, Node, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
@@ -116,7 +116,10 @@ class Optimus(SchedulingBase):
         it could never be placed, and waited forever on an idle cluster."""
         cap = min(self.max_gpus, int(job.num_gpus * self.max_scale))
         bound = required_nodes(job)
-        return cap if bound is None else max(job.num_gpus, min(cap, bound * runtime.per_node))
+        if bound is not None:
+            cap = max(job.num_gpus, min(cap, bound * runtime.per_node))
+        hi = gpu_range(job)[1]  # a Slurm job that did not opt in to resizing: its request
+        return cap if hi is None else min(cap, hi)
 
     def _grow(self, pending: Sequence[Job], alloc: dict[int, int], spare: int,
               runtime: _Runtime) -> None:

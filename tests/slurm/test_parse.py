@@ -284,7 +284,9 @@ def test_snapshot_binds_per_node_gpu_jobs_to_their_node_count() -> None:
     assert jobs[3].hint("nodes") == "1" and jobs[5].hint("nodes") == "1"
     assert jobs[2].hint("nodes") == "2"
     assert jobs[4].hint("nodes") is None  # --gpus=6: may span nodes
-    assert jobs[5].hints == (("gpu_type", "k80"), ("nodes", "1"))  # sorted (key, value)
+    fixed = str(jobs[5].num_gpus)  # not elastic: exactly its request
+    assert jobs[5].hints == (("gpu_type", "k80"), ("max_gpus", fixed), ("min_gpus", fixed),
+                             ("nodes", "1"))  # sorted (key, value)
 
 
 def test_store_hints_cannot_set_or_clear_the_slurm_constraints() -> None:
@@ -293,8 +295,11 @@ def test_store_hints_cannot_set_or_clear_the_slurm_constraints() -> None:
     forged = {"nodes": "4", "gpu_type": "a100", "model": "resnet50"}
     extras = {i: JobExtras(hints=forged) for i in (3, 4)}
     jobs = {j.id: j for j in build_snapshot(_jobs(), _nodes(), now=2e9, extras=extras).jobs}
-    assert jobs[3].hints == (("model", "resnet50"), ("nodes", "1"))  # not cleared, not 4
-    assert jobs[4].hints == (("model", "resnet50"),)  # per-job request: not set either
+    n3, n4 = str(jobs[3].num_gpus), str(jobs[4].num_gpus)
+    assert jobs[3].hints == (("max_gpus", n3), ("min_gpus", n3), ("model", "resnet50"),
+                             ("nodes", "1"))  # not cleared, not 4
+    assert jobs[4].hints == (("max_gpus", n4), ("min_gpus", n4),
+                             ("model", "resnet50"))  # per-job request: not set either
 
 
 def _pending_world():  # type: ignore[no-untyped-def]

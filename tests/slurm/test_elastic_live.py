@@ -1,0 +1,45 @@
+"""Resizing a held elastic job on the real emulated slurmctld (issue 15 part 3), on every
+Slurm version CI runs: the controller's pin call also sets the job's new GPU request
+(:class:`~blox_slurm.slurm.client.GpuRequest`), and once released Slurm must *allocate* the
+new count, which the job sees. Slurm 22.05 records ``TresPerNode=gres/gpu:N`` on a pending
+job yet allocates the old count (SLURM_NOTES.md): reading the request back is not enough, so
+these tests read the allocation and the job's own ``CUDA_VISIBLE_DEVICES``."""
+
+from __future__ import annotations
+
+import pytest
+from _live import Jobs, wait_for
+
+from blox_slurm.slurm.client import GpuRequest, JobUpdate, SlurmClient
+
+pytestmark = pytest.mark.slurm
+
+SHOW_GPUS = "echo gpus=$CUDA_VISIBLE_DEVICES; exec sleep 300"
+
+
+def seen_gpus(jobs: Jobs, job: int) -> list[str]:
+    """The GPU indices the job's own environment names."""
+    out = jobs.workdir / f"{job}.out"
+    wait_for(lambda: out.exists() and "gpus=" in out.read_text(), 15, "job output")
+    line = next(x for x in out.read_text().splitlines() if x.startswith("gpus="))
+    return line.removeprefix("gpus=").split(",")
+
+
+@pytest.mark.parametrize(("ask", "resize", "gpu_type"), [
+    ("--gres=gpu:1", GpuRequest(3, per_node=True), None),
+    ("--gpus=1", GpuRequest(2, per_node=False), None),
+    ("--gres=gpu:v100:3", GpuRequest(1, per_node=True, gpu_type="v100"), "v100"),
+])
+def test_a_held_job_resized_with_its_pin_runs_on_the_new_count(
+        client: SlurmClient, jobs: Jobs, ask: str, resize: GpuRequest,
+        gpu_type: str | None) -> None:
+    job = jobs.submit(ask, "--hold", cmd=SHOW_GPUS)
+    client.update_jobs([job], JobUpdate(req_nodes=("node1",), gpus=resize))
+    client.release([job])
+    j = jobs.wait_state(job, "RUNNING")
+    assert j.nodes == ("node1",) and j.num_gpus == resize.count
+    alloc = j.gpu_alloc["node1"]
+    assert alloc.count == len(alloc.indices) == resize.count
+    if gpu_type:
+        assert alloc.type == gpu_type
+    assert seen_gpus(jobs, job) == [str(i) for i in alloc.indices]
