@@ -17,9 +17,15 @@ controller's checkpoint-then-requeue preemption cannot lose a job to a race.
 the named node (``SLURMD_NODENAME``): how the emulator gives GPU types different speeds, for
 heterogeneity-aware policies such as Gavel.
 
+``--scaling E`` (0 < E <= 1) makes it an elastic job's trainer: ``iters_per_sec`` is its
+speed on one GPU, and on ``g`` GPUs it runs ``1 + E (g - 1)`` times faster, with a global
+batch of ``--batch-per-gpu`` times ``g`` (a data-parallel trainer keeping its per-GPU batch).
+``g`` is what Slurm gave this run (:func:`allocated_gpus`), so a job the controller resized
+(``blox:elastic=1``) adapts on its next start. Without it the speed ignores the GPU count.
+
 Files (JSON, written atomically via rename): progress ``{iteration, total, time, state, runs,
-history, model, rate}`` (``rate``: iterations per second this run makes) and the
-checkpoint. Default location ``.blox-fake/`` in the job's working
+history, model, rate, gpus, batch_size}`` (``rate``: iterations per second this run makes)
+and the checkpoint. Default location ``.blox-fake/`` in the job's working
 directory (``sbatch --chdir``), as ``<SLURM_JOB_ID>.progress.json`` / ``.ckpt.json``; override with
 ``--progress-file``/``--checkpoint-file`` or ``BLOX_PROGRESS_FILE``/``BLOX_CHECKPOINT_FILE``.
 """
@@ -63,6 +69,15 @@ def default_paths(job_id: str | None = None) -> tuple[Path, Path]:
     return Path(progress), Path(checkpoint)
 
 
+def allocated_gpus(env: dict[str, str] | os._Environ[str] = os.environ) -> int:
+    """GPUs of this run: those the batch node's ``CUDA_VISIBLE_DEVICES`` lists (Slurm sets it
+    from the job's gres) times ``SLURM_JOB_NUM_NODES``, exact for a per-node request and for
+    any job on one node; 1 outside Slurm or with no GPU (the speed of one)."""
+    visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    nodes = env.get("SLURM_JOB_NUM_NODES", "1")
+    return max(1, len(visible) * (int(nodes) if nodes.isdigit() and int(nodes) > 0 else 1))
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic: a reader sees the old or the new file, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,12 +103,22 @@ class FakeTrainer:
     time_scale: float = 1.0
     model: str = ""
     progress_interval: float = 0.1  # seconds of real time between progress writes
+    gpus: int = 1  # this run's allocation
+    scaling: float = 0.0  # > 0: elastic, speed 1 + scaling * (gpus - 1) times one GPU's
+    batch_per_gpu: int = 0
 
     def __post_init__(self) -> None:
         if self.total < 0 or self.iters_per_sec <= 0 or self.time_scale <= 0:
             raise ValueError("iterations >= 0, iterations/s > 0 and time scale > 0 required")
+        if not 0 <= self.scaling <= 1 or self.gpus < 1 or self.batch_per_gpu < 0:
+            raise ValueError("scaling in [0, 1], gpus >= 1 and batch per GPU >= 0 required")
         self._stop = threading.Event()
         self._signal: int | None = None
+
+    @property
+    def rate(self) -> float:
+        """Iterations per second this run makes."""
+        return self.iters_per_sec * self.time_scale * (1 + self.scaling * (self.gpus - 1))
 
     def handle_signals(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGUSR1):
@@ -107,7 +132,7 @@ class FakeTrainer:
         """Train from the checkpoint; returns the process exit code."""
         ckpt = Checkpoint.load(self.checkpoint_file)
         first = done = min(ckpt.iteration, self.total)
-        step = 1.0 / (self.iters_per_sec * self.time_scale)
+        step = 1.0 / self.rate
         last_write = 0.0
         self._publish(done, ckpt.history, first, "running")
         while done < self.total:
@@ -142,7 +167,9 @@ class FakeTrainer:
                 "runs": len(past) + 1,
                 "history": history if history is not None else [*past, [first, done]],
                 "model": self.model,
-                "rate": self.iters_per_sec * self.time_scale,
+                "rate": self.rate,
+                "gpus": self.gpus,
+                "batch_size": self.batch_per_gpu * self.gpus,
                 "job_id": os.environ.get("SLURM_JOB_ID", ""),
                 "signal": self._signal,
             },
@@ -174,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint-file", type=Path)
     p.add_argument("--node-speed", type=node_speeds, default={},
                    help="NODE=FACTOR,...: speed on each node (default 1)")
+    p.add_argument("--scaling", type=float, default=0.0,
+                   help="E in (0, 1]: elastic, 1 + E (gpus - 1) times one GPU's speed")
+    p.add_argument("--batch-per-gpu", type=int, default=0,
+                   help="per-GPU batch; the global batch it reports is this times its GPUs")
     a = p.parse_args(argv)
     progress, checkpoint = default_paths()
     speed = a.node_speed.get(os.environ.get("SLURMD_NODENAME", ""), 1.0)
@@ -184,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         a.iters_per_sec,
         a.time_scale * speed,
         a.model,
+        gpus=allocated_gpus(),
+        scaling=a.scaling,
+        batch_per_gpu=a.batch_per_gpu,
     )
     trainer.handle_signals()
     return trainer.run()

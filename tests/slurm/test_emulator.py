@@ -21,7 +21,7 @@ from blox_slurm.emulator import cluster
 from blox_slurm.emulator.cluster import Emulator, check_packages, pick_ports
 from blox_slurm.emulator.conf import Layout, Ports, render_gres_conf, render_slurm_conf
 from blox_slurm.emulator.errors import DaemonDied, MissingPackage, PortInUse, SpecError
-from blox_slurm.emulator.fake_train import EXIT_PREEMPTED, node_speeds
+from blox_slurm.emulator.fake_train import EXIT_PREEMPTED, allocated_gpus, node_speeds
 from blox_slurm.emulator.spec import EmulatorSpec, NodeGroup, parse_gpus
 from blox_slurm.slurm.client import SlurmError
 
@@ -129,6 +129,30 @@ def test_fake_train_runs_at_its_nodes_speed(tmp_path: Path) -> None:
     for bad in ("a", "a=0", "a=-1", "=2"):
         with pytest.raises(ValueError, match="NODE=FACTOR"):
             node_speeds(bad)
+
+
+def test_an_elastic_fake_train_runs_and_batches_by_the_gpus_slurm_gave_it(
+        tmp_path: Path) -> None:
+    """``--scaling 0.5``: on 3 GPUs (two nodes' CUDA_VISIBLE_DEVICES of 0,1 make 4) it runs
+    1 + 0.5 (g - 1) times its one-GPU speed, with a global batch of g times its per-GPU
+    one; without ``--scaling`` the GPU count changes nothing."""
+    def progress(env: dict[str, str], *extra: str) -> dict[str, float]:
+        out = tmp_path / "p.json"
+        argv = [sys.executable, "-m", "blox_slurm.emulator.fake_train", "--iterations", "2",
+                "--iters-per-sec", "100", "--batch-per-gpu", "32", *extra,
+                "--progress-file", str(out), "--checkpoint-file", str(tmp_path / "c.json")]
+        (tmp_path / "c.json").unlink(missing_ok=True)
+        subprocess.run(argv, check=True, env={**os.environ, **env})  # noqa: S603
+        p = json.loads(out.read_text())
+        return {k: float(p[k]) for k in ("rate", "gpus", "batch_size")}
+    three = {"CUDA_VISIBLE_DEVICES": "0,1,2", "SLURM_JOB_NUM_NODES": "1"}
+    assert progress(three, "--scaling", "0.5") == {"rate": 200.0, "gpus": 3, "batch_size": 96}
+    two_nodes = {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_NUM_NODES": "2"}
+    assert progress(two_nodes, "--scaling", "0.5") == {"rate": 250.0, "gpus": 4,
+                                                       "batch_size": 128}
+    assert progress(three)["rate"] == 100.0
+    assert allocated_gpus({}) == allocated_gpus({"CUDA_VISIBLE_DEVICES": ""}) == 1
+    assert allocated_gpus({"CUDA_VISIBLE_DEVICES": "1,3", "SLURM_JOB_NUM_NODES": "x"}) == 2
 
 
 # ---------------------------------------------------------------- with real daemons
