@@ -6,15 +6,24 @@ real slurmctld (tests/slurm/test_elastic_live.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from blox_slurm.core.fit import gpu_count, gpu_range
-from blox_slurm.core.model import ClusterSnapshot, Decisions, Job, Start, build_cluster
+from blox_slurm.core.model import (
+    ClusterSnapshot,
+    Decisions,
+    Job,
+    JobState,
+    Move,
+    Start,
+    build_cluster,
+)
 from blox_slurm.loading import load
-from blox_slurm.slurm.apply import make_plan
-from blox_slurm.slurm.client import GpuRequest, SlurmJob
+from blox_slurm.slurm.apply import Applier, make_plan
+from blox_slurm.slurm.client import REVOKE_MARGIN, GpuRequest, JobUpdate, SlurmJob
 from blox_slurm.slurm.controller import Controller
 from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.parse import ParsedJob
@@ -110,3 +119,37 @@ def test_optimus_grows_the_elastic_job_slurm_allocates_it_and_the_rest_keep_thei
     assert fake.jobs[fixed].job.state == "RUNNING"
     assert fake.jobs[fixed].job.num_gpus == 1
     fake.check()
+
+
+def test_a_running_elastic_job_shrinks_by_a_move_and_restarts_on_the_new_count() -> None:
+    """A policy taking GPUs back from a running elastic job moves it: it is requeued held,
+    then pinned with its new request and released in the same round; Slurm runs it on 2."""
+    fake = FakeSlurm([(2, 4)])
+    job_id = fake.submit_job(4, runtime=3600.0, hints={"elastic": 1, "max_gpus": 4})
+    fake.update_jobs([job_id], JobUpdate(req_nodes=("node1",)))
+    fake.release([job_id])
+    fake.schedule()
+    running = Job(job_id, 0.0, 4, state=JobState.RUNNING, gpus=(0, 1, 2, 3),
+                  hints=(("elastic", "1"),))
+    snap = ClusterSnapshot(now=0.0, nodes=NODES, gpus=GPUS, jobs=(running,))
+    plan = make_plan({j.job_id: j for j in fake.list_jobs()},
+                     Decisions(move=(Move(job_id, (4, 5)),)), snap)
+    assert plan.preempt == (job_id,) and plan.resize == {job_id: GpuRequest(2, False)}
+    applier = Applier(fake, lambda *a: None, grace_seconds=1.0, poll_seconds=0.0,
+                      sleep=lambda _: None)
+    applier.apply(plan)
+    assert applier.restarted == [job_id]
+    fake.advance(REVOKE_MARGIN)
+    shrunk = fake.get_job(job_id)
+    assert shrunk is not None and shrunk.active and shrunk.nodes == ("node2",)
+    assert shrunk.num_gpus == 2 and shrunk.restart_cnt == 1
+    fake.check()
+
+
+def test_a_move_that_would_resize_a_job_that_did_not_opt_in_is_a_stop_and_refused() -> None:
+    running = Job(1, 0.0, 4, state=JobState.RUNNING, gpus=(0, 1, 2, 3))
+    snap = ClusterSnapshot(now=0.0, nodes=NODES, gpus=GPUS, jobs=(running,))
+    managed = {1: replace(slurm_job(1, 4), state="RUNNING", reason="None", priority=1)}
+    plan = make_plan(managed, Decisions(move=(Move(1, (4, 5)),)), snap)
+    assert plan.preempt == (1,) and plan.move == {} and plan.resize == {}
+    assert "did not opt in to resizing" in plan.refused[1]

@@ -18,6 +18,11 @@ does not (a third-party policy spreading such a job) is *refused*: the job stays
 refusal is recorded as a failed action. A job that asked ``--gpus=N`` (per job) may be pinned
 to several nodes: Slurm keeps the total at N and picks the split over the pinned nodes itself.
 
+An elastic job (``blox:elastic=1``) started or moved with another GPU count than it holds
+gets its new request in the same call that pins it (``TresPerNode``/``TresPerJob``): a grow
+or shrink of a running one is a move. Any other job is never resized: such a placement is
+refused like a misfit one.
+
 Because the plan is a diff, re-running a round against an unchanged Slurm is a no-op, and a
 controller restarted mid-round simply finishes the job on its next round.
 """
@@ -83,13 +88,14 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
 def _resizes(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSnapshot,
              targets: dict[int, tuple[str, ...]], refused: dict[int, str]
              ) -> dict[int, GpuRequest]:
-    """The new GPU request of each job started with another count than Slurm holds for it.
-    Only an elastic job may be resized (the engine clamps every count into the job's
+    """The new GPU request of each job started, or moved (grown or shrunk while it runs:
+    restarted with the new count), with another count than Slurm holds for it. Only an
+    elastic job may be resized (the engine clamps every count into the job's
     ``min_gpus``/``max_gpus``; this is the adapter's own check, for any other caller): a
-    start that would resize another is refused (moved from ``targets`` to ``refused``)."""
+    placement that would resize another is refused (moved from ``targets`` to ``refused``)."""
     elastic = {j.id for j in snapshot.jobs if j.hint("elastic") is not None}
     out: dict[int, GpuRequest] = {}
-    for s in d.start:
+    for s in d.placed:
         job = managed.get(s.job_id)
         if job is None or s.job_id not in targets or len(s.gpus) == job.num_gpus:
             continue
@@ -215,7 +221,7 @@ class Applier:
         if plan.preempt:
             self._preempt(plan.preempt)
         if plan.move:
-            self._restart_moved(plan.move)
+            self._restart_moved(plan.move, plan.resize)
         if plan.hold:
             self._batched("hold", plan.hold, self.client.hold)
         # Pins cost a call per job (Slurm takes no id list with ReqNodeList); the releases of
@@ -267,18 +273,20 @@ class Applier:
         # SIGNALING: the signal is still being delivered, the job has not stopped yet
         return self._wait_while(ids, lambda j: j.active or j.state == "SIGNALING")
 
-    def _restart_moved(self, moves: Mapping[tuple[str, ...], tuple[int, ...]]) -> None:
+    def _restart_moved(self, moves: Mapping[tuple[str, ...], tuple[int, ...]],
+                       resize: Mapping[int, GpuRequest]) -> None:
         """Restart moved jobs on their new nodes now: once requeued and shown pending (a
         ``StartTime=now+2`` sent while the job is still COMPLETING is overwritten), pin them
-        with ``StartTime=now+2`` and release them. One not pending within ``grace`` seconds
-        stays held: the next round decides for it again (see ``deferred``)."""
+        with ``StartTime=now+2`` (and a resized job's new GPU request) and release them. One
+        not pending within ``grace`` seconds stays held: the next round decides for it again
+        (see ``deferred``)."""
         ids = [i for group in moves.values() for i in group]
         waiting = set() if self.dry_run else set(
             self._wait_while(ids, lambda j: not j.pending))
         self.deferred = sorted(waiting)
         for nodes, group in moves.items():
             ready = [i for i in group if i not in waiting]
-            pinned = self._pin(nodes, ready, frozenset(ready)) if ready else []
+            pinned = self._pin(nodes, ready, frozenset(ready), resize) if ready else []
             if pinned:
                 self.restarted += self._batched("release", pinned, self.client.release)
 

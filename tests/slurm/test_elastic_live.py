@@ -43,3 +43,19 @@ def test_a_held_job_resized_with_its_pin_runs_on_the_new_count(
     if gpu_type:
         assert alloc.type == gpu_type
     assert seen_gpus(jobs, job) == [str(i) for i in alloc.indices]
+
+
+def test_a_requeued_job_restarts_on_its_new_count(client: SlurmClient, jobs: Jobs) -> None:
+    """A grow or shrink of a running elastic job is a move: requeued held, then pinned with
+    its new request (and its requeue delay lifted) and released. Slurm had allocated it
+    before; the restart must still get the new count."""
+    job = jobs.submit("--gres=gpu:4", "--requeue", cmd=SHOW_GPUS)
+    jobs.wait_state(job, "RUNNING")
+    client.requeue_hold([job])
+    jobs.wait_state(job, "PENDING")
+    client.update_jobs([job], JobUpdate(req_nodes=("node2",), lift_delay=True,
+                                        gpus=GpuRequest(1, per_node=True)))
+    client.release([job])
+    j = jobs.wait_state(job, "RUNNING", timeout=30.0)
+    assert j.nodes == ("node2",) and j.num_gpus == 1 and j.restart_cnt == 1
+    assert j.gpu_alloc["node2"].count == 1
