@@ -7,14 +7,22 @@ these tests read the allocation and the job's own ``CUDA_VISIBLE_DEVICES``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from _live import Jobs, wait_for
 
+from blox_slurm.demo.world import FakeJob, ManagedWorld
+from blox_slurm.loading import load
 from blox_slurm.slurm.client import GpuRequest, JobUpdate, SlurmClient
+from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.controller_config import ControllerConfig
+from blox_slurm.slurm.store import Store
 
 pytestmark = pytest.mark.slurm
 
 SHOW_GPUS = "echo gpus=$CUDA_VISIBLE_DEVICES; exec sleep 300"
+ELASTIC_TRAINER = "--scaling 0.9 --batch-per-gpu 32"
 
 
 def seen_gpus(jobs: Jobs, job: int) -> list[str]:
@@ -59,3 +67,32 @@ def test_a_requeued_job_restarts_on_its_new_count(client: SlurmClient, jobs: Job
     j = jobs.wait_state(job, "RUNNING", timeout=30.0)
     assert j.nodes == ("node2",) and j.num_gpus == 1 and j.restart_cnt == 1
     assert j.gpu_alloc["node2"].count == 1
+
+
+def test_the_controller_grows_an_elastic_job_through_the_plugin_and_it_adapts() -> None:
+    """End to end: plain ``sbatch`` with ``--comment=blox:elastic=1,max_gpus=4`` through the
+    job-submit plugin, the controller running Optimus (which grows a job whose remaining
+    time drops), Slurm allocating the new count, and the fake trainer running and batching
+    by it. A job beside it that did not opt in runs on exactly its request."""
+    with ManagedWorld() as w:
+        elastic = w.submit_fake(FakeJob("daemon", 1, 400, 0.0), 10, trainer=ELASTIC_TRAINER,
+                                options=["--comment=blox:elastic=1,max_gpus=4,duration=40"])
+        fixed = w.submit_fake(FakeJob("bin", 1, 400, 0.0), 10, trainer=ELASTIC_TRAINER,
+                              options=["--comment=blox:duration=40"])
+        client = w.emu.client()
+        cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0, heartbeat=str(w.heartbeat),
+                               store=str(w.base / "elastic.db"), slurm_conf=str(w.emu.conf))
+        ctl = Controller(cfg, load("optimus"), client, Store(cfg.store))
+        report = ctl.round()
+        assert report.error == "", report.error
+        got = {j.job_id: j for j in (client.get_job(elastic), client.get_job(fixed)) if j}
+        assert (got[elastic].num_gpus, got[fixed].num_gpus) == (4, 1)
+
+        def progress(job: int, user: str) -> dict[str, Any] | None:
+            p = w.progress(job, user)
+            return p if p and p.get("iteration", 0) > 0 else None
+        grown = wait_for(lambda: progress(elastic, "daemon"), 30, "the elastic job to run")
+        kept = wait_for(lambda: progress(fixed, "bin"), 30, "the other job to run")
+        assert (grown["gpus"], grown["batch_size"]) == (4, 128)
+        assert grown["rate"] == pytest.approx(10 * (1 + 0.9 * 3))
+        assert (kept["gpus"], kept["batch_size"], kept["rate"]) == (1, 32, 10)
