@@ -22,6 +22,35 @@ class ThroughputModel(Protocol):
         ...
 
 
+@runtime_checkable
+class ProgressCurve(Protocol):
+    """One run's progress when it is not a constant rate: work (the unit of ``Job.duration``)
+    as a function of time on one allocation, e.g. a Pollux job whose batch size and
+    statistical efficiency change every epoch. Time counts from when the run makes progress
+    (after its start-up and restart costs)."""
+
+    def seconds_to_finish(self, work: float) -> float:
+        """Seconds from ``work`` done until the job completes on this allocation."""
+        ...
+
+    def work_after(self, work: float, seconds: float) -> float:
+        """Work done after ``seconds`` more on this allocation, starting from ``work``."""
+        ...
+
+
+@runtime_checkable
+class CurveModel(Protocol):
+    """A throughput model that may give a run a :class:`ProgressCurve` instead of a constant
+    rate (the world asks when it places a job; ``None`` means "use :meth:`rate`").
+    ``placement`` is the run's GPUs per node; ``rate`` stays the model's answer to policies
+    (Optimus' marginal gains), an average over the run."""
+
+    def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float: ...
+
+    def curve(self, job: Job, placement: tuple[int, ...], gpu_type: str) -> ProgressCurve | None:
+        ...
+
+
 @dataclass(frozen=True)
 class ParametricThroughput:
     """A model for jobs with no measured throughput (synthetic workloads, Slurm jobs without

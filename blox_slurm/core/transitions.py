@@ -69,13 +69,16 @@ def unstart(job: Job) -> Job:
                    rate=1.0, first_start=first)
 
 
-def preempt(job: Job, t: float, stopping: float = 0.0) -> Job:
+def preempt(job: Job, t: float, stopping: float = 0.0, work: float | None = None) -> Job:
     """Back to pending at ``t``, service and work so far folded into the bases. Its service
     runs on for ``stopping`` seconds: the job holds its GPUs while it stops (on Slurm it is
-    COMPLETING, checkpointing, and Slurm shows it in its run until it is pending again)."""
+    COMPLETING, checkpointing, and Slurm shows it in its run until it is pending again).
+    ``work``: the work done by ``t`` when the world knows it better than the run's average
+    rate does (a run on a progress curve)."""
     return _evolve(
         job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t + stopping),
-        work_base=job.work_done(t), run_since=None, work_since=None, rate=1.0,
+        work_base=job.work_done(t) if work is None else work, run_since=None, work_since=None,
+        rate=1.0,
         preemptions=job.preemptions + 1, last_event=t)
 
 

@@ -74,6 +74,10 @@ def prepare(exp: Experiment) -> tuple[Workload, ThroughputModel, int]:
     # A Gavel trace's durations come from the same measured table the simulator runs on.
     gavel = exp.workload.is_gavel and exp.throughput.kind == "gavel"
     workload = exp.workload.load(**({"throughputs": throughput} if gavel else {}))
+    if workload.meta.get("format") == "pollux":  # a Pollux trace brings its own model
+        from ..workloads.pollux import pollux_model  # SciPy and the traces: only for Pollux
+
+        throughput = pollux_model(workload)
     gpus: dict[str, int] = {}
     for t, per, nodes in ClusterSpec.parse(exp.cluster).groups:
         gpus[t] = gpus.get(t, 0) + per * nodes

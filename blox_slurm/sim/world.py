@@ -7,6 +7,11 @@ stopped. It knows nothing of rounds or arrivals' order; :mod:`.simulator` drives
 
 Completions are a heap keyed by finish time; a stop leaves its entry behind, dropped lazily
 when popped (``finish_at`` says which entry is current).
+
+A model that gives runs a :class:`~blox_slurm.core.throughput.ProgressCurve` (Pollux: speed
+changes every epoch) sets when a run finishes and what work a stop keeps; the job record
+then carries the run's average rate, so policies reading ``work_done`` see it exact at the
+run's ends and interpolated between them.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from ..core import transitions
 from ..core.abstractions import FreeGpus
 from ..core.accounting import DecayedUsage, run_service
 from ..core.model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, NodeState, Start
-from ..core.throughput import ThroughputModel
+from ..core.throughput import CurveModel, ProgressCurve, ThroughputModel
 from .config import SimConfig
 
 
@@ -39,6 +44,8 @@ class World:
         self.nodes, self.gpus, self.cfg, self.model, self.usage = nodes, gpus, cfg, model, usage
         self._gpu_node = [g.node for g in gpus]
         self._gpu_type = [g.type for g in gpus]
+        self._curve_of = model.curve if isinstance(model, CurveModel) else None
+        self._curves: dict[int, ProgressCurve] = {}  # running job -> its run's curve
         self.owner: list[int | None] = [None] * len(gpus)
         self.active: dict[int, Job] = {}
         # The jobs of ``active`` without GPUs, in ``active`` order: the snapshot's pending
@@ -88,6 +95,7 @@ class World:
                 continue
             self._enter(job)
             self.busy += len(job.gpus)
+            self._run_curve(job, job.gpus)
             self._schedule(job, t)
 
     # ------------------------------------------------------------------ completions
@@ -103,6 +111,7 @@ class World:
             if self.finish_at.get(jid) != ft:
                 continue  # superseded by a stop
             del self.finish_at[jid], self._seq[jid]
+            self._curves.pop(jid, None)
             job = self.active.pop(jid)
             self._end_run(job, ft)
             return job, ft
@@ -153,8 +162,12 @@ class World:
             self._job_ready[jid] = t + stopping
         self._end_run(job, t + stopping)  # its usage runs on while it stops
         del self.finish_at[jid]
+        curve = self._curves.pop(jid, None)
+        work = None
+        if curve is not None and job.work_since is not None:
+            work = curve.work_after(job.work_base, max(0.0, t - job.work_since))
         self.active[jid] = self.queued[jid] = (
-            transitions.preempt(job, t, stopping) if begun else transitions.unstart(job))
+            transitions.preempt(job, t, stopping, work) if begun else transitions.unstart(job))
         self._requeued = True
 
     def _start(self, st: Start, t: float) -> None:
@@ -178,7 +191,13 @@ class World:
         return max(0.0, ready - t)
 
     def _rate(self, job: Job, gpus: tuple[int, ...], t: float) -> float:
-        """Progress per second on ``gpus``; a job spread over types runs at the slowest."""
+        """Progress per second on ``gpus``; a job spread over types runs at the slowest. A
+        run with a progress curve runs at its average, from the work done to completion."""
+        curve = self._run_curve(job, gpus)
+        if curve is not None:
+            left = (job.duration or 0.0) - job.work_base
+            seconds = curve.seconds_to_finish(job.work_base)
+            return left / seconds if seconds > 0 and left > 0 else math.inf
         n = len(gpus)
         types = {self._gpu_type[g] for g in gpus}
         spans = len({self._gpu_node[g] for g in gpus})
@@ -187,6 +206,18 @@ class World:
             raise SimulationError(f"t={t}: job {job.id} would make no progress on {n} GPU(s) "
                                   f"of type {sorted(types)}")
         return rate
+
+    def _run_curve(self, job: Job, gpus: tuple[int, ...]) -> ProgressCurve | None:
+        """The curve of ``job``'s run on ``gpus`` (kept for its stop), if the model has one."""
+        if self._curve_of is None:
+            return None
+        per_node: dict[str, int] = {}
+        for g in gpus:
+            per_node[self._gpu_node[g]] = per_node.get(self._gpu_node[g], 0) + 1
+        curve = self._curve_of(job, tuple(per_node.values()), self._gpu_type[gpus[0]])
+        if curve is not None:
+            self._curves[job.id] = curve
+        return curve
 
     def _schedule(self, job: Job, t: float) -> None:
         """Queue the completion of running ``job`` (started or seen at ``t``) at its rate."""

@@ -28,6 +28,7 @@ from ..pollux.application import GPUS_PER_NODE, Application
 from ..pollux.goodput import packed_placement, tuned_config
 from ..pollux.measured import MeasuredSteps, step_seconds
 from ..pollux.progress import isolated_seconds, rate_at
+from ..pollux.runs import PolluxModel
 from ..pollux.traces import TraceError, load_application
 from ._rows import RowError, RowReporter, csv_rows, to_float, to_int
 from .schema import JobSpec, Workload, WorkloadError
@@ -71,6 +72,16 @@ def tuned_batch_sizes(workload: Workload) -> dict[int, int]:
         raise WorkloadError(f"{workload.source or 'workload'}: not a Pollux workload "
                             "(no tuned batch sizes)")
     return {int(k): int(v) for k, v in json.loads(workload.meta["batch_sizes"]).items()}
+
+
+def pollux_model(workload: Workload) -> PolluxModel:
+    """The world's throughput model for a workload :func:`load_pollux` made: its jobs' speed
+    depends on placement, batch size and epoch, which no table of rates describes, so the
+    trace brings its own model."""
+    batches = tuned_batch_sizes(workload)  # fails on any other workload
+    traces = workload.meta["traces"]
+    apps = {j.model: _application(traces, j.model) for j in workload.jobs}
+    return PolluxModel(apps, batches)
 
 
 def _header(path: Path, header: list[str] | None) -> None:
