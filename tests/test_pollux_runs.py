@@ -102,3 +102,12 @@ def test_a_stopped_run_keeps_the_work_its_curve_did(
     assert world.finish_at[job.id] == pytest.approx(end)
     done = world.pop_completion(end + 1e-6)
     assert done is not None and done[0].id == job.id
+
+
+def test_the_speedup_is_goodput_over_that_on_one_gpu(
+        loaded: tuple[PolluxModel, dict[int, Job]]) -> None:
+    model, jobs = loaded
+    job = jobs[0]
+    assert model.speedup(job, 1, 0.0) == pytest.approx(1.0)
+    assert model.speedup(job, 4, 0.0) > 1.0
+    assert model.speedup(job, 4, 0.0) == model.speedup(_adaptive(job), 4, 0.0)

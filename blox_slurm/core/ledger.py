@@ -64,12 +64,21 @@ class Ledger:
         for job_id in self.forced:
             reasons[job_id] = "preempted by the cluster manager"
         for m in self.moves.values():
-            reasons[m.job_id] = (
-                f"moved to {types[m.job_id]}, the type its scheduler chose: checkpointed and "
-                "restarted there" if m.for_job is None else
-                f"preempted so job {m.for_job} (ranked higher) can run; restarted on GPUs "
-                "left over")
+            reasons[m.job_id] = self._moved(m, types)
         return reasons
+
+    @staticmethod
+    def _moved(m: Move, types: Mapping[int, str]) -> str:
+        """Why a running job restarts elsewhere: a victim spared onto GPUs left over, a type
+        its scheduler chose, or (an elastic job) the GPU count it chose."""
+        if m.for_job is not None:
+            return (f"preempted so job {m.for_job} (ranked higher) can run; restarted on GPUs "
+                    "left over")
+        if m.job_id in types:
+            return (f"moved to {types[m.job_id]}, the type its scheduler chose: checkpointed "
+                    "and restarted there")
+        return (f"resized to {len(m.gpus)} GPU(s), the count its scheduler chose: "
+                "checkpointed and restarted on them")
 
     def _waiting(self, order: Sequence[Job], wants: Mapping[int, int]
                  ) -> Iterable[tuple[int, str]]:

@@ -51,6 +51,21 @@ class CurveModel(Protocol):
         ...
 
 
+# The mark (1.0) of a job that picks its own batch size for its GPUs (Pollux's jobs): a
+# scheduler that co-adapts batch sizes sets it, a model with batch sizes reads it.
+ADAPTIVE = "pollux.adaptive"
+
+
+@runtime_checkable
+class SpeedupModel(Protocol):
+    """A model that knows what more GPUs are worth to a job *now*: Pollux's speedup, the
+    goodput of the job's best configuration on ``gpus`` (packed on as few nodes as hold
+    them) over that on one GPU, at the job's progress at ``now`` (statistical efficiency
+    changes as training proceeds, so the answer does too)."""
+
+    def speedup(self, job: Job, gpus: int, now: float) -> float: ...
+
+
 @dataclass(frozen=True)
 class ParametricThroughput:
     """A model for jobs with no measured throughput (synthetic workloads, Slurm jobs without

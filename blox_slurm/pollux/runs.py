@@ -13,7 +13,8 @@ accumulation of highest goodput on its placement (:func:`~.goodput.best_config` 
 time model fitted to its application's measurements, with that epoch's gradient statistics);
 any other job (the TunedJobs baselines) trains at its tuned batch size whatever its GPUs.
 Either way it runs at the *measured* step time of that configuration, as the artifact's
-simulator does.
+simulator does. The scheduler sees only the fitted model (:meth:`PolluxModel.speedup`), as
+the artifact's Pollux does.
 """
 
 from __future__ import annotations
@@ -25,15 +26,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.model import Job
+from ..core.throughput import ADAPTIVE
 from .application import GPUS_PER_NODE, Application
-from .goodput import BatchConfig, best_config, packed_placement, tuned_config
+from .goodput import BatchConfig, best_config, goodput, packed_placement, tuned_config
 from .measured import MeasuredSteps, normalize, step_seconds
 from .progress import advance, rate_at
 from .throughput import PerfParams, fit_perf_params
 
-ADAPTIVE = "pollux.adaptive"  # the job mark (1.0) of a job that chooses its own batch size
 # The artifact's Pollux runs ncf at this batch size on one GPU (its simulator sets it).
 FIXED_BATCH = {"ncf": 32768}
+
+__all__ = ["ADAPTIVE", "PolluxCurve", "PolluxModel"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class PolluxModel:
         self._perf: dict[str, PerfParams] = {}
         self._rates: dict[tuple[str, tuple[int, ...], int | None], tuple[float, ...]] = {}
         self._refs: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._goodputs: dict[tuple[str, int, int, int, bool], float] = {}
 
     def curve(self, job: Job, placement: tuple[int, ...], gpu_type: str) -> PolluxCurve:
         """The run of ``job`` on ``placement`` (GPUs per node); every GPU type is alike."""
@@ -90,6 +94,38 @@ class PolluxModel:
         placement = tuple(base + 1 if i < extra else base for i in range(nodes))
         curve = self.curve(job, placement, gpu_type)
         return float(curve.marks[-1]) / curve.seconds_to_finish(0.0)
+
+    def speedup(self, job: Job, gpus: int, now: float) -> float:
+        """Pollux's speedup of ``job`` on ``gpus`` packed: the goodput of its configuration
+        there over that on one GPU, on the fitted step times and the statistics of the epoch
+        its work at ``now`` is in (0 where no batch size fits). It is the speedup ``job``
+        would have adapting its batch, marked :data:`ADAPTIVE` or not yet."""
+        app = self._app(job)
+        ends, marks = self._reference(job)
+        progress = float(np.interp(job.work_done(now), marks, ends))
+        epoch = min(app.epoch_at(progress), app.max_epochs - 1)
+        nodes = -(-gpus // self._per_node)
+        fixed = app.name in FIXED_BATCH
+        base = self._goodput(app, epoch, 1, 1, fixed)
+        return self._goodput(app, epoch, nodes, gpus, fixed) / base if base > 0 else 0.0
+
+    def _goodput(self, app: Application, epoch: int, nodes: int, replicas: int,
+                 fixed: bool) -> float:
+        """Goodput on the fitted model of the configuration a job adapting its batch (or,
+        ``fixed``, keeping the application's fixed one) runs on ``replicas`` over ``nodes``."""
+        key = (app.name, epoch, nodes, replicas, fixed)
+        if key not in self._goodputs:
+            try:
+                config = (tuned_config(app, replicas, FIXED_BATCH[app.name]) if fixed
+                          else self._choose(app, nodes, replicas, epoch))
+            except ValueError:  # no batch size fits this many replicas
+                self._goodputs[key] = 0.0
+                return 0.0
+            batch = min(config.batch_size, app.max_batch_size)
+            self._goodputs[key] = float(goodput(
+                self.perf(app.name), app.grad_stats(batch, epoch), app.init_batch_size, nodes,
+                replicas, config.atomic_bsz, config.accum_steps))
+        return self._goodputs[key]
 
     def batch(self, job: Job) -> int | None:
         """The fixed batch size ``job`` trains at; ``None`` when it chooses its own."""
@@ -120,15 +156,15 @@ class PolluxModel:
                     batch: int | None, epoch: int) -> float:
         replicas = sum(placement)
         config = (tuned_config(app, replicas, batch) if batch is not None
-                  else self.choose(app, placement, epoch))
+                  else self._choose(app, len(placement), replicas, epoch))
         step = step_seconds(steps, placement, config.atomic_bsz, config.accum_steps)
         return rate_at(app, config, step)(epoch)
 
-    def choose(self, app: Application, placement: tuple[int, ...], epoch: int) -> BatchConfig:
+    def _choose(self, app: Application, nodes: int, replicas: int, epoch: int) -> BatchConfig:
         """The adaptive job's configuration in ``epoch``: best goodput with the statistics
         at the initial batch size, then again with those at the batch chosen (the statistics
         depend on the batch they were measured at)."""
-        perf, nodes, replicas = self.perf(app.name), len(placement), sum(placement)
+        perf = self.perf(app.name)
         stats = app.grad_stats(app.init_batch_size, epoch)
         for _ in range(2):
             found = best_config(app, perf, stats, nodes, replicas)
