@@ -6,11 +6,14 @@ real slurmctld (tests/slurm/test_elastic_live.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from _core_helpers import cluster, comp, pending, running, snapshot, started
 
+from blox_slurm.core.abstractions import Schedule, SchedulingBase
 from blox_slurm.core.fit import gpu_count, gpu_range
 from blox_slurm.core.model import (
     ClusterSnapshot,
@@ -21,7 +24,11 @@ from blox_slurm.core.model import (
     Start,
     build_cluster,
 )
+from blox_slurm.core.registry import register
+from blox_slurm.core.round import decide
 from blox_slurm.loading import load
+from blox_slurm.sim.config import ClusterSpec
+from blox_slurm.sim.simulator import Simulator
 from blox_slurm.slurm.apply import Applier, make_plan
 from blox_slurm.slurm.client import REVOKE_MARGIN, GpuRequest, JobUpdate, SlurmJob
 from blox_slurm.slurm.controller import Controller
@@ -29,6 +36,7 @@ from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.parse import ParsedJob
 from blox_slurm.slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
+from blox_slurm.workloads.schema import JobSpec, Workload
 
 NODES, GPUS = build_cluster([("gpu", 2, 4)])  # node1: gpus 0-3, node2: gpus 4-7
 
@@ -153,3 +161,72 @@ def test_a_move_that_would_resize_a_job_that_did_not_opt_in_is_a_stop_and_refuse
     plan = make_plan(managed, Decisions(move=(Move(1, (4, 5)),)), snap)
     assert plan.preempt == (1,) and plan.move == {} and plan.resize == {}
     assert "did not opt in to resizing" in plan.refused[1]
+
+
+# ---------------------------------------------------------------- the engine resizes running jobs
+
+@register("scheduling", "test-sizes")
+class FixedSizes(SchedulingBase):
+    """Test scheduler: FIFO, with the GPU counts of ``SIZES`` (job id -> count)."""
+
+    SIZES: dict[int, int] = {}
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
+        return Schedule(sorted(jobs, key=lambda j: (j.submit_time, j.id)), dict(self.SIZES))
+
+
+def round_with(sizes: dict[int, int], *jobs: Job) -> Decisions:
+    FixedSizes.SIZES = sizes
+    return decide(snapshot(cluster(4, 4), jobs), comp("test-sizes"))
+
+
+ELASTIC = (("elastic", "1"), ("max_gpus", "8"), ("min_gpus", "1"))
+
+
+def test_a_running_job_given_fewer_gpus_moves_onto_part_of_its_own() -> None:
+    d = round_with({1: 2}, running(1, [0, 1, 2, 3], hints=ELASTIC))
+    assert [m.job_id for m in d.move] == [1] and len(d.move[0].gpus) == 2
+    assert set(d.move[0].gpus) <= {0, 1, 2, 3} and d.start == () and d.stop == ()
+
+
+def test_a_running_job_grows_into_free_gpus_only() -> None:
+    d = round_with({1: 4}, running(1, [0], hints=ELASTIC), pending(2, gpus=2))
+    assert started(d) == {1: (0, 1, 2, 3), 2: (4, 5)}
+    # With the cluster full nobody is stopped for it: it keeps what it has.
+    full = round_with({1: 8}, running(1, [0, 1, 2, 3], hints=ELASTIC), running(3, [4, 5, 6, 7]))
+    assert full.move == () and full.stop == ()
+
+
+def test_a_job_that_did_not_opt_in_is_never_resized_while_it_runs() -> None:
+    fixed = (("max_gpus", "4"), ("min_gpus", "4"))  # what the Slurm snapshot writes
+    d = round_with({1: 1, 2: 8}, running(1, [0, 1, 2, 3], hints=fixed))
+    assert d.move == () and d.stop == ()
+
+
+@register("scheduling", "test-shrink-at-300")
+class ShrinkAt300(SchedulingBase):
+    """Test scheduler: FIFO; from t = 300 every running job is given 2 GPUs."""
+
+    time_dependent = True
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
+        sizes = {j.id: 2 for j in jobs if j.gpus} if snapshot.now >= 300 else {}
+        return Schedule(sorted(jobs, key=lambda j: (j.submit_time, j.id)), sizes)
+
+
+def test_the_simulator_carries_a_shrink_out_and_the_job_runs_on_at_its_new_speed() -> None:
+    """A 4-GPU job shrunk to 2 at t = 300 restarts on 2 (one restart), and the job arriving
+    at t = 400 starts on the 2 it freed; the shrunk job finishes later than it would on 4."""
+    wl = Workload((JobSpec(0, 0.0, 4, 1000.0), JobSpec(1, 400.0, 2, 100.0)))
+    shape = ClusterSpec.parse("gpu:4x1").build()
+    shrunk = {r.id: r for r in Simulator(wl, comp("test-shrink-at-300"), shape).run().jobs}
+    kept = {r.id: r for r in Simulator(wl, comp("fifo"), shape).run().jobs}
+    assert shrunk[0].preemptions == 1 and kept[0].preemptions == 0
+    assert shrunk[0].finish > kept[0].finish
+    assert shrunk[1].first_start < kept[1].first_start  # it did not wait for job 0's end

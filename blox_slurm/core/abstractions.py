@@ -111,8 +111,10 @@ def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, 
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A scheduling policy's answer: priority order, GPU counts where they differ from the
-    request (Optimus' elastic allocation), and GPU types for jobs that must get one this round
-    (Gavel's per-round type choice; placement sees it as the job's ``gpu_type`` hint)."""
+    request (Optimus' elastic allocation; for a running job, a count other than the one it
+    holds resizes it: Pollux), and GPU types for jobs that must get one this round (Gavel's
+    per-round type choice; placement sees it as the job's ``gpu_type`` hint). The engine
+    keeps every count within what the job allows (:func:`~blox_slurm.core.fit.gpu_count`)."""
 
     order: Sequence[Job]
     gpus: Mapping[int, int] = field(default_factory=dict)

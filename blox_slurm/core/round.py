@@ -4,7 +4,9 @@ The engine walks the scheduler's priority order once:
 
 * a running job keeps its GPUs, unless it is preempted (a victim restarts at once on GPUs
   left over, or on those of jobs ranked below it, see ``spare_victims``), or the scheduler
-  chose a GPU type for it (``Schedule.types``) other than the one it runs on: then, at its
+  chose another GPU count for it (``Schedule.gpus``, within the job's bounds: it is resized
+  at its rank, among the free GPUs and its own) or a GPU type for it (``Schedule.types``)
+  other than the one it runs on: then, at its
   rank, it *moves* there if placement finds it room on free GPUs of that type, or on those
   of lower-ranked jobs that are leaving the type themselves (a swap; jobs that stay are never
   stopped for a move). A move is its own decision (``Decisions.move``: the job and its new
@@ -127,6 +129,7 @@ class _Walk:
         self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
         self._live: _Live | None = None  # running jobs that may still be stopped, on first need
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
+        self.resized: set[int] = set()  # running jobs given another count (see _movers)
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
         return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
@@ -150,7 +153,7 @@ class _Walk:
             is_move = bool(job.gpus)
             running_below = n_running - (pos - k) - is_move
             k += not is_move
-            if free.count == 0 and running_below <= 0:
+            if free.count == 0 and running_below <= 0 and not self.resized:
                 break  # nothing is free and nothing below can be stopped: no later job starts
             if ledger.blocker is not None:
                 continue
@@ -162,14 +165,19 @@ class _Walk:
             self.spare_victims(len(order))
 
     def _movers(self) -> list[int]:
-        """Rank positions of the running jobs the scheduler chose another GPU type for.
-        Types compare case-insensitively, as placement matches them (Slurm's gres names are
-        lower case, node types may not be): "v100" on a "V100" GPU is not a move."""
-        types, gpus = self.types, self.snapshot.gpus
-        if not types:
+        """Rank positions of the running jobs the scheduler chose another GPU type or count
+        for (see :meth:`resize`). Types compare case-insensitively, as placement matches
+        them (Slurm's gres names are lower case, node types may not be): "v100" on a "V100"
+        GPU is not a move."""
+        types, gpus, alloc = self.types, self.snapshot.gpus, self.alloc
+        if alloc:
+            self.resized = {j.id for j in self.order if j.gpus and j.id in alloc
+                            and gpu_count(j, alloc[j.id]) != len(j.gpus)}
+        if not types and not self.resized:
             return []
-        return [i for i, j in enumerate(self.order) if j.gpus and j.id in types
-                and any(gpus[g].type.casefold() != types[j.id].casefold() for g in j.gpus)]
+        return [i for i, j in enumerate(self.order) if j.gpus and (
+            j.id in self.resized or (j.id in types and any(
+                gpus[g].type.casefold() != types[j.id].casefold() for g in j.gpus)))]
 
     def start(self, job: Job, pos: int, running_below: int) -> bool:
         """Start pending ``job`` on free GPUs or, failing that, on GPUs of lower-ranked jobs
@@ -196,12 +204,32 @@ class _Walk:
         stopped for a move: it would cost them a restart to end up where they were."""
         if self.ledger.out(job.id):
             return
+        if job.id in self.resized:
+            self.resize(job, pos)
+            return
         gpus = self.relocate(job, pos, leaving) if self.spare else self.restart(job)
         if gpus is not None:
             self.free.give(job.gpus)
             self.ledger.move(job.id, gpus)
             if self._live is not None:
                 self._live.leave(job, pos)
+
+    def resize(self, job: Job, pos: int) -> None:
+        """Running ``job`` restarts on the count its scheduler chose (an elastic job grown or
+        shrunk: Pollux), placed among the free GPUs and its own, if placement finds room;
+        otherwise it keeps what it has. Nobody is stopped for a resize: a job grows only
+        into GPUs nobody ranked above it took."""
+        want, free = gpu_count(job, self.alloc[job.id]), self.free
+        free.give(job.gpus)
+        gpus = self.place(job, want) if want <= free.count else None
+        if gpus is None:
+            free.take(job.gpus)
+            return
+        free.take(gpus)
+        self.booked.add(self.snapshot, job, gpus)
+        self.ledger.move(job.id, gpus)
+        if self._live is not None:
+            self._live.leave(job, pos)
 
     def restart(self, job: Job) -> tuple[int, ...] | None:
         """Free GPUs for running ``job`` at its size, taken from the pool, if placement
