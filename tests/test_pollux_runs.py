@@ -48,7 +48,7 @@ def test_a_curve_finishes_exactly_at_the_jobs_duration(
         for placement in {(1,), (4,), packed_placement(job.num_gpus, 4)}:
             curve = model.curve(job, placement, "gpu")
             for done in (0.0, 0.01 * job.duration, 0.5 * job.duration, 0.97 * job.duration):
-                seconds = curve.seconds_to_finish(done)
+                seconds = curve.seconds_to_finish(done)  # the model's seconds, not wall time
                 assert seconds > 0
                 assert curve.work_after(done, seconds) == pytest.approx(job.duration)
                 assert curve.work_after(done, seconds / 2) < job.duration

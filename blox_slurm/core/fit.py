@@ -155,9 +155,7 @@ def required_nodes(job: Job) -> int | None:
     any number of nodes. A malformed value (only a world, never a user, sets it) counts as 1:
     the safe reading, which never hands out GPUs on nodes the job did not ask for."""
     value = job.hint(NODES)
-    if value is None:
-        return None
-    return int(value) if value.isdigit() and int(value) > 0 else 1
+    return None if value is None else _positive(value) or 1
 
 
 def on_fixed_nodes(free: FreeView, nodes: int, count: int,
@@ -187,9 +185,12 @@ def gpu_range(job: Job) -> tuple[int, int | None]:
 
 def _count_hint(job: Job, key: str) -> int | None:
     value = job.hint(key)
-    if value is None:
-        return None
-    return int(value) if value.isdigit() and int(value) > 0 else job.num_gpus
+    return None if value is None else _positive(value) or job.num_gpus
+
+
+def _positive(value: str) -> int | None:
+    """A hint's whole number above 0, ``None`` for anything else."""
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
 
 def gpu_count(job: Job, asked: int | None) -> int:

@@ -129,7 +129,7 @@ class _Walk:
         self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
         self._live: _Live | None = None  # running jobs that may still be stopped, on first need
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
-        self.resized: set[int] = set()  # running jobs given another count (see _movers)
+        self.resized: dict[int, int] = {}  # running job -> the other count it is given
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
         return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
@@ -171,8 +171,9 @@ class _Walk:
         GPU is not a move."""
         types, gpus, alloc = self.types, self.snapshot.gpus, self.alloc
         if alloc:
-            self.resized = {j.id for j in self.order if j.gpus and j.id in alloc
-                            and gpu_count(j, alloc[j.id]) != len(j.gpus)}
+            counts = ((j, gpu_count(j, alloc[j.id])) for j in self.order
+                      if j.gpus and j.id in alloc)
+            self.resized = {j.id: n for j, n in counts if n != len(j.gpus)}
         if not types and not self.resized:
             return []
         return [i for i, j in enumerate(self.order) if j.gpus and (
@@ -219,7 +220,7 @@ class _Walk:
         shrunk: Pollux), placed among the free GPUs and its own, if placement finds room;
         otherwise it keeps what it has. Nobody is stopped for a resize: a job grows only
         into GPUs nobody ranked above it took."""
-        want, free = gpu_count(job, self.alloc[job.id]), self.free
+        want, free = self.resized[job.id], self.free
         free.give(job.gpus)
         gpus = self.place(job, want) if want <= free.count else None
         if gpus is None:

@@ -78,8 +78,7 @@ def preempt(job: Job, t: float, stopping: float = 0.0, work: float | None = None
     return _evolve(
         job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t + stopping),
         work_base=job.work_done(t) if work is None else work, run_since=None, work_since=None,
-        rate=1.0,
-        preemptions=job.preemptions + 1, last_event=t)
+        rate=1.0, preemptions=job.preemptions + 1, last_event=t)
 
 
 def mark(job: Job, updates: Iterable[tuple[str, float]]) -> Job:
