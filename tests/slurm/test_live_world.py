@@ -121,9 +121,14 @@ def test_snapshot_of_the_live_cluster_drives_a_policy(client: SlurmClient, jobs:
     assert [snap.gpus[g].index for g in run.gpus] == list(r.gpu_alloc[r.nodes[0]].indices)
     wait = by_id[waiting]
     assert (wait.state, wait.gpus, wait.num_gpus, wait.admitted) == (JobState.PENDING, (), 2, True)
-    # the user's hint, and Slurm's own: --gres=gpu:2 is per node, so it must stay on 1 node
-    assert (wait.model, wait.hints) == ("resnet50", (("b", "2"), ("nodes", "1")))
-    assert run.hints == (("gpu_type", "v100"), ("nodes", "1"))
+    # the user's hint, and Slurm's own: --gres=gpu:2 is per node, so it must stay on 1 node;
+    # neither job opted in to resizing, so each is held to exactly its request
+    assert (wait.model, wait.hints) == (
+        "resnet50", (("b", "2"), ("max_gpus", "2"), ("min_gpus", "2"), ("nodes", "1"))
+    )
+    assert run.hints == (
+        ("gpu_type", "v100"), ("max_gpus", "3"), ("min_gpus", "3"), ("nodes", "1")
+    )
 
     starts = _fifo_first_fit(snap)
     assert [s.job_id for s in starts] == [waiting]
