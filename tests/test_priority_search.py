@@ -1,7 +1,9 @@
 """priority_search chooses exactly the victims priority chooses, for placements that fit at
-least as well with more free GPUs (hypothesis), with fewer placement trials."""
+least as well with more free GPUs (hypothesis), within its proved bound on placement trials."""
 
 from __future__ import annotations
+
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,24 +34,64 @@ def cases(draw):
     return FreeGpus(by_node, gpus), list(order), count, allowed, one_node
 
 
+def trial_bound(candidates: int, kept: int) -> int:
+    """The most placement trials priority_search may make for ``candidates`` running jobs when
+    it keeps ``kept`` victims: the whole tail once, then a bisection over its prefixes
+    (ceil(log2 k)); sparing, one trial per kept victim not right after a spared run, and per
+    run of n spared ones (at most kept of them: each ends at a kept one or the end) one trial,
+    floor(log2 n) + 1 galloping and as many bisecting."""
+    if candidates == 0:
+        return 0
+    log = math.floor(math.log2(candidates))
+    return 1 + math.ceil(math.log2(candidates)) + max(kept - 1, 0) + kept * (2 * log + 3)
+
+
+def counting_fits(count: int, allowed: set[str], one_node: bool, calls: dict[str, int], key: str):
+    def fits(trial: FreeView) -> bool:  # consolidated or spread, on the allowed nodes
+        calls[key] += 1
+        sizes = [len(g) for n, g in trial.by_node.items() if n in allowed]
+        return max(sizes, default=0) >= count if one_node else sum(sizes) >= count
+    return fits
+
+
 @settings(max_examples=400, deadline=None)
 @given(cases(), st.booleans())
-def test_same_victims_as_priority_with_fewer_trials(case, minimize: bool) -> None:
+def test_same_victims_as_priority_within_the_trial_bound(case, minimize: bool) -> None:
     free, candidates, count, allowed, one_node = case
     calls = {"slow": 0, "fast": 0}
-
-    def fits_for(key: str):
-        def fits(trial: FreeView) -> bool:  # consolidated or spread, on the allowed nodes
-            calls[key] += 1
-            sizes = [len(g) for n, g in trial.by_node.items() if n in allowed]
-            return max(sizes, default=0) >= count if one_node else sum(sizes) >= count
-        return fits
-
     job = Job(99, 0.0, count)
     slow = PriorityPreemption(PriorityPreemption.Params(minimize=minimize))
     fast = PrioritySearchPreemption(PrioritySearchPreemption.Params(minimize=minimize))
-    expected = slow.victims(job, candidates, free, count, fits_for("slow"))
-    got = fast.victims(job, candidates, free, count, fits_for("fast"))
+    expected = slow.victims(
+        job, candidates, free, count, counting_fits(count, allowed, one_node, calls, "slow")
+    )
+    got = fast.victims(
+        job, candidates, free, count, counting_fits(count, allowed, one_node, calls, "fast")
+    )
     assert [v.id for v in got] == [v.id for v in expected]
-    if len(candidates) >= 8 and calls["slow"] >= 8:
-        assert calls["fast"] <= calls["slow"]
+    assert calls["fast"] <= trial_bound(len(candidates), len(got))
+
+
+def test_a_long_tail_costs_logarithmically_many_trials() -> None:
+    """64 one-GPU jobs hold 16 four-GPU nodes, the order's tail taking a GPU from each node in
+    turn; the waiting job needs a whole node. priority tries every tail from the fourth victim
+    to the 49th (the first to free a node) and then each of 48 victims for sparing (all but
+    the last, which leaves 3 GPUs: too few to try);
+    priority_search stays within its bound for 4 kept victims, well below that."""
+    _, gpus = build_cluster([("gpu", 16, 4)])
+    free = FreeGpus({g.node: () for g in gpus}, gpus)
+    holders = [g.id for slot in range(4) for g in gpus if g.index == slot]  # round-robin
+    tail = [Job(i, 0.0, 1, state=JobState.RUNNING, gpus=(g,)) for i, g in enumerate(holders)]
+    candidates = list(reversed(tail))
+    calls = {"slow": 0, "fast": 0}
+    job = Job(99, 0.0, 4)
+    allowed = {g.node for g in gpus}
+    expected = PriorityPreemption().victims(
+        job, candidates, free, 4, counting_fits(4, allowed, True, calls, "slow")
+    )
+    got = PrioritySearchPreemption().victims(
+        job, candidates, free, 4, counting_fits(4, allowed, True, calls, "fast")
+    )
+    assert [v.id for v in got] == [v.id for v in expected] == [0, 16, 32, 48]
+    assert calls["slow"] == (49 - 3) + 47
+    assert calls["fast"] <= trial_bound(64, 4) < calls["slow"]

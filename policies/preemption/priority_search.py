@@ -42,7 +42,8 @@ def _first_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
 @register("preemption", "priority_search")
 class PrioritySearchPreemption(PriorityPreemption):
     """``priority``'s victims (tail of the order, spared again where unneeded) in O(log k)
-    placement trials; for placements that fit at least as well with more free GPUs."""
+    placement trials per victim kept; for placements that fit at least as well with more free
+    GPUs."""
 
     def victims(
         self, job: Job, candidates: Sequence[Job], free: FreeView, count: int, fits: Fits
