@@ -21,6 +21,7 @@ from blox_slurm.core.model import (
     Job,
     JobState,
     Move,
+    NodeState,
     Start,
     build_cluster,
 )
@@ -178,9 +179,10 @@ class FixedSizes(SchedulingBase):
         return Schedule(sorted(jobs, key=lambda j: (j.submit_time, j.id)), dict(self.SIZES))
 
 
-def round_with(sizes: dict[int, int], *jobs: Job) -> Decisions:
+def round_with(sizes: dict[int, int], *jobs: Job,
+               states: dict[str, NodeState] | None = None) -> Decisions:
     FixedSizes.SIZES = sizes
-    return decide(snapshot(cluster(4, 4), jobs), comp("test-sizes"))
+    return decide(snapshot(cluster(4, 4), jobs, states=states), comp("test-sizes"))
 
 
 ELASTIC = (("elastic", "1"), ("max_gpus", "8"), ("min_gpus", "1"))
@@ -198,6 +200,15 @@ def test_a_running_job_grows_into_free_gpus_only() -> None:
     # With the cluster full nobody is stopped for it: it keeps what it has.
     full = round_with({1: 8}, running(1, [0, 1, 2, 3], hints=ELASTIC), running(3, [4, 5, 6, 7]))
     assert full.move == () and full.stop == ()
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 6])
+def test_a_job_on_a_draining_node_keeps_its_gpus_whatever_count_it_is_given(size: int) -> None:
+    """A drain is the cluster manager's business: the job neither shrinks on nor grows off a
+    node that takes no new work (its GPUs are not in the free pool to be placed among)."""
+    job = running(1, [0, 1, 2], hints=ELASTIC)
+    d = round_with({1: size}, job, states={"node1": NodeState.DRAIN})
+    assert d.move == () and d.stop == ()
 
 
 def test_a_job_that_did_not_opt_in_is_never_resized_while_it_runs() -> None:

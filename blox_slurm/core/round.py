@@ -219,8 +219,12 @@ class _Walk:
         """Running ``job`` restarts on the count its scheduler chose (an elastic job grown or
         shrunk: Pollux), placed among the free GPUs and its own, if placement finds room;
         otherwise it keeps what it has. Nobody is stopped for a resize: a job grows only
-        into GPUs nobody ranked above it took."""
+        into GPUs nobody ranked above it took. A job on a node that takes no new work (a
+        drain) keeps its GPUs: they are not the pool's to place among, and moving it off is
+        the cluster manager's call."""
         want, free = self.resized[job.id], self.free
+        if any(self.snapshot.node_of(g) not in free.by_node for g in job.gpus):
+            return
         free.give(job.gpus)
         gpus = self.place(job, want) if want <= free.count else None
         if gpus is None:
