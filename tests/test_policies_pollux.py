@@ -95,6 +95,24 @@ def test_the_restart_penalty_keeps_a_young_job_at_its_count() -> None:
     assert _order([young], model, now=3600.0).gpus == {0: 4}
 
 
+def test_a_slurm_job_that_did_not_opt_in_gets_its_own_count_or_none() -> None:
+    """The Slurm snapshot holds such a job to its request (min_gpus = max_gpus), even a
+    count no packed shape has (3): the program must count its GPUs as the engine will give
+    them, else it sizes the others around GPUs that job never takes."""
+    fixed = (("max_gpus", "3"), ("min_gpus", "3"))
+    jobs = [pending(0, 3, hints=fixed), running(1, (4,), hints=fixed[:0])]
+    sched = _order(jobs, Linear({0: 1.0, 1: 1.0}), growth=16.0)
+    assert sched.gpus[0] == 3 and sched.gpus[1] + 3 <= 16
+
+
+def test_an_elastic_job_stays_within_its_bounds() -> None:
+    elastic = (("elastic", "1"), ("max_gpus", "4"), ("min_gpus", "2"))
+    jobs = [pending(0, 1, hints=elastic, marks=((MOST, 16.0),))]
+    assert _order(jobs, Linear({0: 1.0})).gpus == {0: 4}  # not 16: its max
+    new = [pending(0, 1, hints=elastic)]  # never ran: it starts on its minimum, not 1
+    assert _order(new, Linear({0: 1.0})).gpus == {0: 2}
+
+
 def test_decide_resizes_running_jobs_and_starts_waiting_ones() -> None:
     jobs = [running(0, (0, 1, 2, 3, 4, 5, 6, 7), marks=((MOST, 8.0),)),
             pending(1, 1, marks=((MOST, 2.0),))]

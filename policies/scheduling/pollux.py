@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.fit import gpu_count, gpu_range
 from blox_slurm.core.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import (
@@ -38,6 +39,23 @@ def counts_for(per_node: int, capacity: int) -> list[int]:
     Counts of this shape fill nodes without fragments when placed largest first."""
     within = [1 << k for k in range(per_node.bit_length()) if 1 << k <= per_node]
     return [0, *within, *range(2 * per_node, capacity + 1, per_node)]
+
+
+def _fixed(job: Job) -> int | None:
+    """The one count a job that may not be resized can run on (a Slurm job that did not opt
+    in: ``min_gpus = max_gpus``), ``None`` for a job the policy may size."""
+    lo, hi = gpu_range(job)
+    return lo if lo == hi else None
+
+
+def _allows(job: Job, n: int, cap: int, shaped: frozenset[int]) -> bool:
+    """Whether ``job`` may run on ``n`` GPUs: a count the engine would give it unchanged
+    (within its bounds, a multiple of its node count) and, for a job the policy sizes, of
+    the packed shapes and within its growth ``cap``; a job of fixed size runs on its own."""
+    fixed = _fixed(job)
+    if fixed is not None:
+        return n == fixed
+    return n <= cap and n in shaped and gpu_count(job, n) == n
 
 
 def allocate(values: Sequence[Sequence[float]], counts: Sequence[int],
@@ -108,32 +126,37 @@ class Pollux(SchedulingBase):
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         up = [n for n in snapshot.nodes if n.state is NodeState.UP]
         per_node = max((len(n.gpu_ids) for n in up), default=1) or 1
-        counts = counts_for(per_node, sum(len(n.gpu_ids) for n in up))
+        shaped = counts_for(per_node, sum(len(n.gpu_ids) for n in up))
         ranked = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+        # Jobs of a fixed size (Slurm jobs that did not opt in) bring their own count.
+        counts = sorted({*shaped, *filter(None, map(_fixed, ranked))})
         # A job on a node not UP (draining) keeps its GPUs: they are not the policy's to give.
         on_up = {g for n in up for g in n.gpu_ids}
         free = [j for j in ranked if on_up.issuperset(j.gpus)]
         capacity = len(on_up) - sum(len(j.gpus) for j in ranked if not on_up.issuperset(j.gpus))
         speedup = _speedup_fn(snapshot, per_node, up[0].gpu_type if up else "gpu")
-        values = [self._values(job, counts, speedup, snapshot.now) for job in free]
+        values = [self._values(job, counts, speedup, snapshot.now, frozenset(shaped))
+                  for job in free]
         alloc = {j.id: len(j.gpus) for j in ranked}
         alloc.update(zip((j.id for j in free), allocate(values, counts, max(capacity, 0)),
                          strict=True))
         return Schedule(_ranked(ranked, alloc), {i: n for i, n in alloc.items() if n},
                         marks=_marks(ranked))
 
-    def _values(self, job: Job, counts: Sequence[int], speedup: Speedup,
-                now: float) -> list[float]:
-        """``job``'s term at each count: ``-inf`` above its cap, the penalized speedup's
-        ``-s ** p`` otherwise (``_NONE`` with no GPUs or no speed)."""
+    def _values(self, job: Job, counts: Sequence[int], speedup: Speedup, now: float,
+                shaped: frozenset[int]) -> list[float]:
+        """``job``'s term at each count: ``-inf`` where it may not run (:func:`_allows`:
+        above its growth cap, outside its bounds), the penalized speedup's ``-s ** p``
+        otherwise (``_NONE`` with no GPUs or no speed)."""
         held = len(job.gpus)
-        cap = max(1, int(self.params.growth * max(job.mark(MOST), held)))
+        # A job starts on one GPU, or on its minimum if it set one (else it could never run).
+        cap = max(gpu_range(job)[0], int(self.params.growth * max(job.mark(MOST), held)))
         age = now - job.submit_time
         delay = self.params.restart_delay
         penalty = max(age - job.preemptions * delay, 0.0) / (age + delay) if held else 1.0
         row = [_NONE]
         for n in counts[1:]:
-            if n > cap:
+            if not _allows(job, n, cap, shaped):
                 row.append(-np.inf)
                 continue
             s = speedup(job, n) * (1.0 if n == held else penalty)
