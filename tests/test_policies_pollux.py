@@ -113,6 +113,16 @@ def test_an_elastic_job_stays_within_its_bounds() -> None:
     assert _order(new, Linear({0: 1.0})).gpus == {0: 2}
 
 
+def test_a_job_asking_per_node_grows_only_within_its_nodes() -> None:
+    """``--gres=gpu:1`` binds a Slurm job to one node: 8 GPUs could never be placed."""
+    per_node = (("elastic", "1"), ("max_gpus", "16"), ("min_gpus", "1"), ("nodes", "1"))
+    jobs = [running(0, (0, 1, 2, 3), hints=per_node, marks=((MOST, 4.0),))]
+    assert _order(jobs, Linear({0: 1.0})).gpus == {0: 4}
+    two = (*per_node[:3], ("nodes", "2"))
+    jobs = [running(0, (0, 1, 4, 5), hints=two, marks=((MOST, 4.0),))]
+    assert _order(jobs, Linear({0: 1.0})).gpus == {0: 8}
+
+
 def test_decide_resizes_running_jobs_and_starts_waiting_ones() -> None:
     jobs = [running(0, (0, 1, 2, 3, 4, 5, 6, 7), marks=((MOST, 8.0),)),
             pending(1, 1, marks=((MOST, 2.0),))]

@@ -154,17 +154,19 @@ class ManagedWorld:
                               env={**os.environ, **self.emu.env()}, cwd="/", timeout=30)
 
     def submit_fake(self, job: FakeJob, iters_per_sec: float, options: Sequence[str] = (),
-                    trainer: str = "") -> int:
+                    trainer: str = "", per_job: bool = False) -> int:
         """Plain ``sbatch`` into the managed partition, as ``job.user``, with more sbatch
         ``options`` (``--comment=blox:...``) and ``trainer`` options (``--scaling 0.9``;
-        numbers and flags written by the caller, never a job field)."""
+        numbers and flags written by the caller, never a job field). GPUs per node
+        (``--gres``), or ``per_job`` (``--gpus``: a total that may span nodes)."""
         wd = self.work / job.user
         cmd = (f"{PYTHON} {self.work / TRAINER.name} --iterations {job.iterations} "
                f"--iters-per-sec {iters_per_sec:g} {trainer}").rstrip()
         if any(v != 1.0 for v in self.node_speed.values()):
             cmd += " --node-speed " + ",".join(f"{n}={v:g}" for n, v in self.node_speed.items())
         return self.client().submit([
-            f"--partition={PARTITION}", f"--gres=gpu:{job.gpus}", *options,
+            f"--partition={PARTITION}",
+            f"--gpus={job.gpus}" if per_job else f"--gres=gpu:{job.gpus}", *options,
             f"--chdir={wd}", f"--output={wd}/%j.out", "--open-mode=append", "--wrap", cmd],
             as_user=job.user)
 

@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
-from blox_slurm.core.fit import gpu_count, gpu_range
+from blox_slurm.core.fit import gpu_count, gpu_range, required_nodes
 from blox_slurm.core.model import ClusterSnapshot, Job, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import (
@@ -48,14 +48,17 @@ def _fixed(job: Job) -> int | None:
     return lo if lo == hi else None
 
 
-def _allows(job: Job, n: int, cap: int, shaped: frozenset[int]) -> bool:
+def _allows(job: Job, n: int, cap: int, shaped: frozenset[int], per_node: int) -> bool:
     """Whether ``job`` may run on ``n`` GPUs: a count the engine would give it unchanged
-    (within its bounds, a multiple of its node count) and, for a job the policy sizes, of
-    the packed shapes and within its growth ``cap``; a job of fixed size runs on its own."""
+    (within its bounds, a multiple of its node count, no more than its nodes hold) and, for
+    a job the policy sizes, of the packed shapes and within its growth ``cap``; a job of
+    fixed size runs on its own."""
     fixed = _fixed(job)
     if fixed is not None:
         return n == fixed
-    return n <= cap and n in shaped and gpu_count(job, n) == n
+    nodes = required_nodes(job)  # a Slurm job asking per node keeps its node count
+    fits = nodes is None or n <= nodes * per_node
+    return fits and n <= cap and n in shaped and gpu_count(job, n) == n
 
 
 def allocate(values: Sequence[Sequence[float]], counts: Sequence[int],
@@ -135,7 +138,7 @@ class Pollux(SchedulingBase):
         free = [j for j in ranked if on_up.issuperset(j.gpus)]
         capacity = len(on_up) - sum(len(j.gpus) for j in ranked if not on_up.issuperset(j.gpus))
         speedup = _speedup_fn(snapshot, per_node, up[0].gpu_type if up else "gpu")
-        values = [self._values(job, counts, speedup, snapshot.now, frozenset(shaped))
+        values = [self._values(job, counts, speedup, snapshot.now, frozenset(shaped), per_node)
                   for job in free]
         alloc = {j.id: len(j.gpus) for j in ranked}
         alloc.update(zip((j.id for j in free), allocate(values, counts, max(capacity, 0)),
@@ -144,7 +147,7 @@ class Pollux(SchedulingBase):
                         marks=_marks(ranked))
 
     def _values(self, job: Job, counts: Sequence[int], speedup: Speedup, now: float,
-                shaped: frozenset[int]) -> list[float]:
+                shaped: frozenset[int], per_node: int) -> list[float]:
         """``job``'s term at each count: ``-inf`` where it may not run (:func:`_allows`:
         above its growth cap, outside its bounds), the penalized speedup's ``-s ** p``
         otherwise (``_NONE`` with no GPUs or no speed)."""
@@ -156,7 +159,7 @@ class Pollux(SchedulingBase):
         penalty = max(age - job.preemptions * delay, 0.0) / (age + delay) if held else 1.0
         row = [_NONE]
         for n in counts[1:]:
-            if not _allows(job, n, cap, shaped):
+            if not _allows(job, n, cap, shaped, per_node):
                 row.append(-np.inf)
                 continue
             s = speedup(job, n) * (1.0 if n == held else penalty)
