@@ -41,7 +41,7 @@ from .controller_config import ControllerConfig
 from .crashpoints import crashpoint
 from .job_submit import clear_heartbeat, heartbeat_age, parse_admin_comment, write_heartbeat
 from .preflight import missing_partitions, plugin_disagreement
-from .snapshot import build_snapshot
+from .snapshot import JobCache, build_snapshot
 from .start_watch import StartWatch
 from .store import Observed, Store
 from .timed_client import timed
@@ -119,6 +119,7 @@ class Controller:
         self._stored_until: dict[tuple[str, int], float] = {}
         # each managed job's record and what the store was told of it, from the last round
         self._observations: dict[int, tuple[SlurmJob, Observed]] = {}
+        self._core_jobs = JobCache()  # each waiting job's core record, while it is unchanged
 
     # ------------------------------------------------------------------ one round
 
@@ -195,10 +196,12 @@ class Controller:
     def _fold_history(self, seen: _Seen) -> None:
         managed = seen.managed.values()
         # The queue read hands back the very record it gave last round while a job's line in
-        # squeue stays the same: its observation is the same too.
+        # squeue stays the same: its observation is the same too, and the pair is kept as it
+        # was (a new pair per job and round was 20,000 allocations, and the garbage
+        # collections they set off, in a round in which nothing changed).
         last = self._observations
-        self._observations = {j.job_id: (j, o[1] if (o := last.get(j.job_id)) and o[0] is j
-                                         else _observed(j)) for j in managed}
+        self._observations = {j.job_id: o if (o := last.get(j.job_id)) and o[0] is j
+                              else (j, _observed(j)) for j in managed}
         self.store.observe(seen.now, [o for _, o in self._observations.values()],
                            {j.job_id: _allocated_gpus(j) for j in managed if j.active},
                            {j.job_id: run for j in seen.listed
@@ -272,7 +275,8 @@ class Controller:
                  now: float) -> ClusterSnapshot:
         snap = build_snapshot(managed.values(), nodes, self.cfg.partitions, now=now,
                               extras=self.store.extras(now),
-                              usage=self.store.usage(now, self.cfg.usage_half_life))
+                              usage=self.store.usage(now, self.cfg.usage_half_life),
+                              cache=self._core_jobs)
         return replace(snap, free=FreeGpus(_free_index(snap, nodes), snap.gpus),
                        state=self.store.composition_state(),
                        telemetry=self._samples(snap, now), throughput=self.throughput,

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 
 from ..core.model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
@@ -88,8 +89,10 @@ def build_snapshot(
     throughput: ThroughputModel | None = None,
     usage: Mapping[str, float] | None = None,
     telemetry: tuple[GpuSample, ...] = (),
+    cache: JobCache | None = None,
 ) -> ClusterSnapshot:
-    """The snapshot of ``partitions`` (every partition when None)."""
+    """The snapshot of ``partitions`` (every partition when None). ``cache``: the same
+    :class:`JobCache` every round, to reuse the core records of jobs that did not change."""
     wanted = set(partitions) if partitions is not None else None
     layout = _layout(nodes, wanted)
     t = time.time() if now is None else now
@@ -97,7 +100,8 @@ def build_snapshot(
         now=t,
         nodes=layout.nodes,
         gpus=layout.gpus,
-        jobs=_core_jobs(jobs, wanted, extras or {}, layout.ids_of, t),
+        jobs=_core_jobs(jobs, wanted, extras or {}, layout.ids_of, t,
+                        cache if cache is not None else JobCache()),
         telemetry=telemetry,
         throughput=throughput,
         usage=dict(usage or {}),
@@ -135,18 +139,52 @@ def _layout(nodes: Iterable[SlurmNode], wanted: set[str] | None) -> _Layout:
     return _Layout(tuple(core_nodes), tuple(gpus), ids_of)
 
 
+class JobCache:
+    """The core :class:`Job` of every waiting job of the last build, with the Slurm record and
+    the extras it was built from.
+
+    At 20,000 queued jobs rebuilding every record was most of a warm round, and between two
+    rounds nearly every waiting job is the same: the queue read hands back the very record it
+    gave last round while the job's line is unchanged, and the store the very extras while
+    its row is. Both are frozen, so a job whose record *and* extras are the objects it was
+    built from gets the same core record; any change (state, priority, request, hints, marks,
+    service, admission) comes as a new object and rebuilds it. Only records that do not
+    depend on the time are kept: a waiting job that Slurm gave no submit time and the store
+    none either is placed at ``now``, and a running one's GPUs depend on the node layout.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[SlurmJob, JobExtras, Job | None]] = {}
+
+    def jobs(self, seen: Iterable[tuple[SlurmJob, JobExtras]],
+             ids_of: Mapping[str, tuple[int, ...]], now: float) -> list[Job | None]:
+        """The core record of each ``(record, extras)`` (see :func:`_job`); keeps only
+        this build's jobs for the next."""
+        last, kept = self._kept, {}
+        out: list[Job | None] = []
+        for j, x in seen:
+            hit = last.get(j.job_id)
+            if hit is None or hit[0] is not j or hit[1] is not x:
+                hit = (j, x, _job(j, x, ids_of, now))
+            if not j.active and (x.submit_time or j.submit_time is not None):
+                kept[j.job_id] = hit
+            out.append(hit[2])
+        self._kept = kept
+        return out
+
+
 def _core_jobs(jobs: Iterable[SlurmJob], wanted: set[str] | None,
                extras: Mapping[int, JobExtras], ids_of: Mapping[str, tuple[int, ...]],
-               now: float) -> tuple[Job, ...]:
+               now: float, cache: JobCache) -> tuple[Job, ...]:
     """The pending and running jobs of the ``wanted`` partitions that the core can hold (see
     :func:`_job`), by submit time then id: one order, whatever order Slurm listed them in."""
-    core_jobs = [
-        _job(j, extras.get(j.job_id, _NO_EXTRAS), ids_of, now)
-        for j in jobs
-        if (wanted is None or j.partition in wanted) and (j.pending or j.active)
-    ]
-    return tuple(sorted((j for j in core_jobs if j is not None),
-                        key=lambda j: (j.submit_time, j.id)))
+    core_jobs = cache.jobs(((j, extras.get(j.job_id, _NO_EXTRAS)) for j in jobs
+                            if (wanted is None or j.partition in wanted)
+                            and (j.pending or j.active)), ids_of, now)
+    return tuple(sorted((j for j in core_jobs if j is not None), key=_ORDER))
+
+
+_ORDER = attrgetter("submit_time", "id")
 
 
 def _allocated(j: SlurmJob, ids_of: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
