@@ -311,7 +311,7 @@ class Store:
         self.db.conn.executemany(
             f"{verb} INTO {table} ({', '.join(f'[{n}]' for n in names)}) "
             f"VALUES ({', '.join('?' * len(names))})",
-            [tuple(r.get(n) for n in names) for r in rows])
+            [tuple(map(r.get, names)) for r in rows])
 
     def _resurrected(self, seen: Sequence[Observed],
                      known: Mapping[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -489,6 +489,12 @@ def _json(text: str | None) -> dict[str, Any]:
     return json.loads(text) if text and text != "{}" else {}
 
 
+def _json_text(obj: Mapping[str, Any]) -> str:
+    """A JSON object column's text, keys sorted. Most are empty, and ``json.dumps`` of ``{}``
+    costs 2 us per job folded: 20,000 of them on a first round."""
+    return json.dumps(dict(obj), sort_keys=True) if obj else "{}"
+
+
 def _extras(r: Mapping[str, Any]) -> JobExtras:
     """A job's :class:`JobExtras` from its row."""
     hints = _json(r["hints"])
@@ -524,7 +530,7 @@ def _seen(known: dict[str, Any] | None, o: Observed, now: float, gpus: int,
     row.update(user=o.user, account=o.account, partition=o.partition, num_gpus=o.num_gpus,
                submit_time=row["submit_time"] or o.submit_time, held=int(o.held),
                finished_at=None if counted_until is not None else row["finished_at"],
-               hints=json.dumps(dict(o.hints), sort_keys=True))
+               hints=_json_text(o.hints))
     if o.running:
         _running(row, o, now, counted_until or 0.0, gpus, runs)
     else:
