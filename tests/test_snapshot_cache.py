@@ -18,7 +18,7 @@ from blox_slurm.slurm.client import GresAlloc, SlurmJob, SlurmNode
 from blox_slurm.slurm.controller import Controller
 from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.parse import ParsedJob
-from blox_slurm.slurm.snapshot import JobCache, JobExtras, build_snapshot
+from blox_slurm.slurm.snapshot import JobCache, JobExtras, _hints, build_snapshot
 from blox_slurm.slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
@@ -127,6 +127,18 @@ def test_a_job_placed_at_now_is_never_kept() -> None:
     for now in (1000.0, 1030.0, 1060.0):
         kept, fresh = both(jobs, {}, now, cache)
         assert kept == fresh and kept[0].submit_time == now  # type: ignore[index]
+
+
+@given(st.integers(1, 16), st.sampled_from(["", "v100", "a100"]), st.integers(0, 4))
+def test_a_job_without_hints_of_its_own_gets_its_requests_hints(gpus: int, kind: str,
+                                                                 per_node: int) -> None:
+    """Those are shared between jobs of one request shape: the same as a job with a hint of
+    its own has, but for that hint."""
+    j = pending(1, num_gpus=gpus, gpu_type=kind, gpu_nodes=per_node)
+    own = tuple(h for h in _hints(j, JobExtras(hints=MappingProxyType({"model": "m"})))
+                if h != ("model", "m"))
+    assert _hints(j, JobExtras()) == own
+    assert _hints(replace(j, job_id=2), JobExtras()) == own
 
 
 @pytest.mark.parametrize("composition", ["tiresias", "las", "fifo"])
