@@ -92,6 +92,18 @@ def test_a_job_its_owner_requeued_is_repinned_with_its_delay_lifted() -> None:
     assert make_plan({1: unstarted}, Decisions(start=(Start(1, (0,)),)), SNAP).empty
 
 
+def test_a_delay_an_earlier_round_lifted_is_not_lifted_again() -> None:
+    """Once lifted, the job waits for now+2 with reason BeginTime; lifting that again every
+    round (1 s rounds) pushed its start out forever. Slurm's own delay is still lifted."""
+    ours = replace(job(1, held=False, req_nodes=("node1",)), restart_cnt=1,
+                   reason="BeginTime", eligible_time=SNAP.now + REVOKE_MARGIN)
+    start = Decisions(start=(Start(1, (0,)),))
+    assert make_plan({1: ours}, start, SNAP).empty
+    slurms = replace(ours, eligible_time=SNAP.now + 120)
+    plan = make_plan({1: slurms}, start, SNAP)
+    assert plan.repin == {("node1",): (1,)} and plan.lift_delay == {1}
+
+
 def test_a_move_stops_the_job_and_pins_it_to_its_new_nodes() -> None:
     managed = {1: job(1, state="RUNNING", held=False)}
     plan = make_plan(managed, Decisions(move=(Move(1, (4,)),)), SNAP)

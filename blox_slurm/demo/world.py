@@ -97,15 +97,17 @@ class ManagedWorld:
     job, stops every daemon and removes the files."""
 
     def __init__(self, shape: str = SHAPE, max_age: int = 90,
-                 type_speed: Mapping[str, float] | None = None) -> None:
-        """``type_speed``: how fast a fake job runs on each GPU type (default all 1)."""
+                 type_speed: Mapping[str, float] | None = None,
+                 extra_conf: Sequence[str] = ()) -> None:
+        """``type_speed``: how fast a fake job runs on each GPU type (default all 1);
+        ``extra_conf``: slurm.conf lines of a site's tuning (appended last)."""
         require_root()
         self.base = Path(tempfile.mkdtemp(prefix="blox-demo-"))
         os.chmod(self.base, 0o755)
         self.heartbeat = self.base / "heartbeat"
         self.work = self.base / "work"
         self.emu = Emulator(EmulatorSpec(run_dir=self.base / "emu", groups=parse_gpus(shape),
-                                         job_submit_lua=LUA))
+                                         job_submit_lua=LUA, extra_conf=tuple(extra_conf)))
         self.max_age = max_age
         self.shape = shape
         self.type_speed = dict(type_speed or {})

@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.model import ClusterSnapshot, Decisions, Drain
-from .client import GpuRequest, JobUpdate, SlurmClient, SlurmError, SlurmJob
+from .client import REVOKE_MARGIN, GpuRequest, JobUpdate, SlurmClient, SlurmError, SlurmJob
 from .crashpoints import crashpoint
 from .parse import ParsedJob
 
@@ -78,7 +78,7 @@ def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSn
     stopping = set(preempt)
     move = _by_nodes((m.job_id, targets[m.job_id]) for m in d.move
                      if m.job_id in stopping and m.job_id in targets)
-    hold, release, repin, lift_delay = _pending_verbs(managed, targets, resize)
+    hold, release, repin, lift_delay = _pending_verbs(managed, targets, resize, snapshot.now)
     drain = tuple(x for x in d.drain if x.node not in drained)
     return Plan(preempt, tuple(sorted(hold)), _by_nodes(release), _by_nodes(repin), drain,
                 {j: why for j, why in refused.items() if j in managed}, frozenset(lift_delay),
@@ -116,7 +116,7 @@ def _resizes(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSna
 
 
 def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[str, ...]],
-                   resize: Collection[int]
+                   resize: Collection[int], now: float
                    ) -> tuple[list[int], list[tuple[int, tuple[str, ...]]],
                               list[tuple[int, tuple[str, ...]]], set[int]]:
     """For the managed jobs Slurm shows pending: those to hold (not started, not yet held),
@@ -135,7 +135,7 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
             if not job.held:
                 hold.append(job_id)
             continue
-        delayed = job.restart_cnt > 0 and (job.held or job.reason == "BeginTime")
+        delayed = job.restart_cnt > 0 and (job.held or _kept_waiting(job, now))
         if delayed:  # ours, or its owner's requeue (a released job kept waiting ~120 s)
             lift_delay.add(job_id)
         if job.held:
@@ -143,6 +143,17 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
         elif delayed or job_id in resize or tuple(sorted(job.req_nodes)) != nodes:
             repin.append((job_id, nodes))
     return hold, release, repin, lift_delay
+
+
+def _kept_waiting(job: SlurmJob, now: float) -> bool:
+    """Whether a released job waits for a begin time that is not ours: Slurm's ~120 s
+    requeue delay, not the ``now+2`` an earlier round's pin set. Lifting ours again would
+    push it 2 s out every round, and under rounds shorter than that the job never starts
+    (seen with 1 s rounds once Slurm evaluates released jobs every second). Without an
+    eligible time, lift: the delay is the likelier reading."""
+    if job.reason != "BeginTime":
+        return False
+    return job.eligible_time is None or job.eligible_time > now + REVOKE_MARGIN + 1
 
 
 def _targets(d: Decisions, snapshot: ClusterSnapshot
