@@ -38,6 +38,16 @@ def test_starts_that_waited_for_a_stop_give_the_stop_latency() -> None:
     cal = calibrate(t)
     assert cal.first_starts == (1.0, 1.0) and cal.after_stops == (6.0,)
     assert cal.simulation()["stop_latency"] == 5.0
+    assert cal.simulation()["handover_latency"] == 6.0  # the whole wait of such a start
+
+
+def test_a_handover_quicker_than_a_first_start_is_kept() -> None:
+    """On Slurm the stopped job's completion sets off a scheduling pass, so a start onto its
+    GPUs is often quicker than a plain release: no stop latency, and a handover of 0."""
+    t = Timings(rounds=[(0.0, 0.1), (10.0, 0.1)], releases=[(1, 0.0), (2, 10.0)],
+                runs={1: [2.0], 2: [10.0]}, after_stop=frozenset({(2, 10.0)}))
+    out = calibrate(t).simulation()
+    assert (out["start_latency"], out["stop_latency"], out["handover_latency"]) == (2.0, 0.0, 0.0)
 
 
 def test_a_run_in_the_second_of_its_release_counts_as_no_latency() -> None:
@@ -70,7 +80,8 @@ def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> No
     # the fake frees a stopped job's GPUs at once: every start took exactly one round
     assert set(cal.first_starts) == set(cal.restarts) == set(cal.after_stops) == {ROUND}
     assert cal.simulation() == {"round_duration": ROUND, "start_latency": ROUND,
-                                "restart_cost": 0.0, "stop_latency": 0.0}
+                                "restart_cost": 0.0, "stop_latency": 0.0,
+                                "handover_latency": ROUND}
 
 
 def test_simulate_takes_a_calibration_file(tmp_path: Path) -> None:

@@ -140,6 +140,24 @@ def test_a_start_on_a_stopped_jobs_gpus_waits_for_its_stop() -> None:
     assert r[0].gpu_seconds == pytest.approx(r[0].finish - 600.0 - 3 * latency + 2 * stop)
 
 
+def test_a_handover_start_takes_its_own_latency_and_a_free_gpu_start_the_start_latency(
+) -> None:
+    """With a handover latency H, B and C (each started at a round that stops A from its GPU)
+    begin H after that round, however long the stop latency would have kept them, and none
+    of the start latency; A's own restarts, on a GPU nobody was stopped from that round, wait
+    the start latency as before. Without H (None), the sum as before."""
+    wl = workload((0.0, 1, 1000.0), (100.0, 1, 200.0), (700.0, 1, 100.0))
+    stop, latency, hand = 0.0, 1.5, 0.25
+    r = by_id(run(wl, comp("las"), cluster(1), restart_cost=0.0, start_latency=latency,
+                  stop_latency=stop, handover_latency=hand))
+    assert (r[1].first_start, r[1].finish) == (300.0 + hand, 500.0 + hand)
+    assert (r[2].first_start, r[2].finish) == (900.0 + hand, 1000.0 + hand)
+    assert r[0].finish == pytest.approx(1600.0 + 3 * latency)
+    slow = by_id(run(wl, comp("las"), cluster(1), restart_cost=0.0, start_latency=latency,
+                     stop_latency=4.0, handover_latency=hand))
+    assert slow[1].first_start == 304.0  # the stop still holds the GPU: the longer wait wins
+
+
 def test_default_restart_cost_is_positive() -> None:
     assert SimConfig().restart_cost > 0
 

@@ -105,8 +105,8 @@ def fake_throughput(type_speed: Mapping[str, float] | None) -> ParametricThrough
 
 # The simulator's timing parameters the demo measures, as it prints them.
 TIMING = {"round_duration": "round", "start_latency": "Slurm's start latency",
-          "stop_latency": "stop latency", "launch_cost": "launch",
-          "restart_cost": "restart"}
+          "stop_latency": "stop latency", "handover_latency": "start after a stop",
+          "launch_cost": "launch", "restart_cost": "restart"}
 
 
 class DemoTimeout(RuntimeError):
@@ -313,7 +313,8 @@ def timing(tracker: Tracker, store: Store, round_seconds: float) -> SimConfig:
     launch = statistics.median(first) if first else 0.0
     restore = max(0.0, statistics.median(again) - launch) if again else 0.0
     return SimConfig(round_duration=round_seconds, start_latency=slurm.get("start_latency", 0.0),
-                     stop_latency=slurm.get("stop_latency", 0.0), launch_cost=launch,
+                     stop_latency=slurm.get("stop_latency", 0.0),
+                     handover_latency=slurm.get("handover_latency"), launch_cost=launch,
                      restart_cost=slurm.get("restart_cost", 0.0) + restore)
 
 
@@ -465,7 +466,8 @@ def print_comparison(result: DemoResult, console: Console) -> None:
         f"relative JCT difference: median {d['median_rel_diff']:.0%}, p90 "
         f"{d['p90_rel_diff']:.0%}, worst {d['worst_rel_diff']:.0%}. Simulator timing "
         "(measured in this run): " + ", ".join(
-            f"{label} {d[key]:.2f} s" for key, label in TIMING.items()) + ". "
+            f"{label} {d[key]:.2f} s" for key, label in TIMING.items()
+            if d[key] is not None) + ". "
         f"{result.rounds} rounds, {result.slurm_calls} Slurm calls, "
         f"{result.wall_seconds:.0f} s wall.", highlight=False)
 

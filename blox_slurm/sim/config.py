@@ -26,6 +26,11 @@ class SimConfig(BaseModel):
     are free for another job and it can be started again (on Slurm, the requeued job
     completing: its signal handling, the epilog); a start waiting for them begins that much
     later. ``calibrate`` measures it.
+    ``handover_latency``: seconds from the round that stops jobs to Slurm running a job placed
+    on their GPUs in that round, in place of the stop wait plus ``start_latency``: on Slurm
+    the stopped job's completion sets off a scheduling pass at once, so such a start is often
+    quicker than a plain release, which waits for the batch scheduler's next pass.
+    ``calibrate`` measures it; ``None`` (the default) keeps the sum.
     ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
     which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
@@ -47,6 +52,7 @@ class SimConfig(BaseModel):
     start_latency: float = Field(default=0.0, ge=0)
     launch_cost: float = Field(default=0.0, ge=0)
     stop_latency: float = Field(default=0.0, ge=0)
+    handover_latency: float | None = Field(default=None, ge=0)
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)

@@ -52,8 +52,10 @@ class Calibration:
 
     def simulation(self) -> dict[str, float]:
         """``round_duration``, ``start_latency``, ``restart_cost`` (the Slurm part of a
-        restart beyond a first start) and ``stop_latency`` (how much longer a start waiting
-        for a stop takes), each only when measured."""
+        restart beyond a first start), ``stop_latency`` (how much longer a start waiting
+        for a stop takes) and ``handover_latency`` (how long such a start takes in all: often
+        less than a first start, since the stop's completion sets off a scheduling pass),
+        each only when measured."""
         out: dict[str, float] = {}
         if self.round_period is not None:
             out["round_duration"] = round(self.round_period, 3)
@@ -63,6 +65,8 @@ class Calibration:
         for key, values in (("restart_cost", self.restarts), ("stop_latency", self.after_stops)):
             if values:
                 out[key] = round(max(0.0, statistics.median(values) - latency), 3)
+        if self.after_stops:
+            out["handover_latency"] = round(statistics.median(self.after_stops), 3)
         return out
 
     def to_toml(self) -> str:
