@@ -7,6 +7,7 @@ moves, so every latency is known), and ``simulate --calibration``."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from test_controller_fake import ROUND, controller, run_to_the_end
@@ -34,18 +35,22 @@ def test_starts_that_waited_for_a_stop_give_the_stop_latency() -> None:
     """Job 2 was released onto the GPUs the same round stopped job 1 from: Slurm started it
     once job 1 had completed, 5 s after a free-GPU start would have."""
     t = Timings(rounds=[(0.0, 0.1), (10.0, 0.1)], releases=[(1, 0.0), (2, 10.0), (3, 10.0)],
-                runs={1: [1.0], 2: [16.0], 3: [11.0]}, after_stop=frozenset({(2, 10.0)}))
+                runs={1: [1.0], 2: [16.0], 3: [11.0]}, after_stop=frozenset({(2, 10.0)}),
+                handovers=frozenset({(2, 10.0)}))
     cal = calibrate(t)
     assert cal.first_starts == (1.0, 1.0) and cal.after_stops == (6.0,)
     assert cal.simulation()["stop_latency"] == 5.0
     assert cal.simulation()["handover_latency"] == 6.0  # the whole wait of such a start
+    moved = calibrate(replace(t, handovers=frozenset()))  # a move's restart: no handover
+    assert moved.after_stops == (6.0,) and "handover_latency" not in moved.simulation()
 
 
 def test_a_handover_quicker_than_a_first_start_is_kept() -> None:
     """On Slurm the stopped job's completion sets off a scheduling pass, so a start onto its
     GPUs is often quicker than a plain release: no stop latency, and a handover of 0."""
     t = Timings(rounds=[(0.0, 0.1), (10.0, 0.1)], releases=[(1, 0.0), (2, 10.0)],
-                runs={1: [2.0], 2: [10.0]}, after_stop=frozenset({(2, 10.0)}))
+                runs={1: [2.0], 2: [10.0]}, after_stop=frozenset({(2, 10.0)}),
+                handovers=frozenset({(2, 10.0)}))
     out = calibrate(t).simulation()
     assert (out["start_latency"], out["stop_latency"], out["handover_latency"]) == (2.0, 0.0, 0.0)
 

@@ -142,10 +142,9 @@ def test_a_start_on_a_stopped_jobs_gpus_waits_for_its_stop() -> None:
 
 def test_a_handover_start_takes_its_own_latency_and_a_free_gpu_start_the_start_latency(
 ) -> None:
-    """With a handover latency H, B and C (each started at a round that stops A from its GPU)
-    begin H after that round, however long the stop latency would have kept them, and none
-    of the start latency; A's own restarts, on a GPU nobody was stopped from that round, wait
-    the start latency as before. Without H (None), the sum as before."""
+    """With a handover latency H, B and C (each started at a round that stops A for it)
+    begin H after that round, and none of the start latency; a longer stop wait still wins.
+    A's own restarts, which nobody was stopped for, wait the start latency as before."""
     wl = workload((0.0, 1, 1000.0), (100.0, 1, 200.0), (700.0, 1, 100.0))
     stop, latency, hand = 0.0, 1.5, 0.25
     r = by_id(run(wl, comp("las"), cluster(1), restart_cost=0.0, start_latency=latency,

@@ -26,11 +26,12 @@ class SimConfig(BaseModel):
     are free for another job and it can be started again (on Slurm, the requeued job
     completing: its signal handling, the epilog); a start waiting for them begins that much
     later. ``calibrate`` measures it.
-    ``handover_latency``: seconds from the round that stops jobs to Slurm running a job placed
-    on their GPUs in that round, in place of the stop wait plus ``start_latency``: on Slurm
-    the stopped job's completion sets off a scheduling pass at once, so such a start is often
-    quicker than a plain release, which waits for the batch scheduler's next pass.
-    ``calibrate`` measures it; ``None`` (the default) keeps the sum.
+    ``handover_latency``: seconds from the round that stops jobs for a waiting one
+    (``Stop.for_job``) to Slurm running that job, in place of the stop wait plus
+    ``start_latency`` (at least the stop wait still): on Slurm the stopped jobs' completion
+    sets off a scheduling pass at once, so such a start is often quicker than a plain
+    release, which waits for the batch scheduler's next pass. ``calibrate`` measures it from
+    the same starts; ``None`` (the default) keeps the sum.
     ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
     which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has

@@ -64,9 +64,9 @@ class World:
         # a job's entry goes when it starts again.
         self._gpu_ready = [0.0] * len(gpus)
         self._job_ready: dict[int, float] = {}
-        # When each GPU was last freed by a stop: a start on it in that round is a handover
+        # The jobs this round's stops were for: their starts are handovers
         # (SimConfig.handover_latency). Kept only when that latency is set.
-        self._freed_at = [-math.inf] * len(gpus)
+        self._handed: frozenset[int] = frozenset()
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -143,6 +143,8 @@ class World:
             self._replace(transitions.mark(self.active[jid], ((key, value),)))
         for jid in d.preempt:
             self._stop(jid, t)
+        if self.cfg.handover_latency is not None:
+            self._handed = frozenset(s.for_job for s in d.stop if s.for_job is not None)
         for st in d.placed:
             self._start(st, t)
 
@@ -163,9 +165,6 @@ class World:
             for g in job.gpus:
                 self._gpu_ready[g] = t + stopping
             self._job_ready[jid] = t + stopping
-        if begun and self.cfg.handover_latency is not None:
-            for g in job.gpus:
-                self._freed_at[g] = t
         self._end_run(job, t + stopping)  # its usage runs on while it stops
         del self.finish_at[jid]
         curve = self._curves.pop(jid, None)
@@ -183,21 +182,12 @@ class World:
         self.busy += len(st.gpus)
         del self.queued[job.id]
         cfg = self.cfg
-        handover = self._handover(st.gpus, t)
         latency = self._stopping(job.id, st.gpus, t)
+        handover = cfg.handover_latency if job.id in self._handed else None
         latency = latency + cfg.start_latency if handover is None else max(latency, handover)
         self.active[job.id] = job = transitions.start(
             job, st.gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
         self._schedule(job, t)
-
-    def _handover(self, gpus: tuple[int, ...], t: float) -> float | None:
-        """The handover latency if a start on ``gpus`` takes over GPUs that stops freed at
-        ``t`` (what ``calibrate`` counts as a start after a stop), else ``None``."""
-        latency = self.cfg.handover_latency
-        if latency is None:
-            return None
-        freed = self._freed_at
-        return latency if any(freed[g] == t for g in gpus) else None
 
     def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:
         """Seconds until the GPUs of jobs stopped before ``t``, and job ``jid`` if it was

@@ -37,6 +37,8 @@ class Timings:
     # (job, round start) of releases onto the GPUs of jobs that round stopped for it, or of
     # a job it moved: Slurm starts those once the stopped jobs have completed
     after_stop: frozenset[tuple[int, float]] = frozenset()
+    # those of them that jobs were stopped for (not moves): the simulator's handovers
+    handovers: frozenset[tuple[int, float]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -49,13 +51,14 @@ class Calibration:
     first_starts: tuple[float, ...]  # round start -> Slurm's StartTime, first runs
     restarts: tuple[float, ...]  # the same for later runs (a lifted requeue delay's 2 s too)
     after_stops: tuple[float, ...] = ()  # the same for starts waiting for a stop
+    handovers: tuple[float, ...] = ()  # those of them stops were for (moves left out)
 
     def simulation(self) -> dict[str, float]:
         """``round_duration``, ``start_latency``, ``restart_cost`` (the Slurm part of a
         restart beyond a first start), ``stop_latency`` (how much longer a start waiting
-        for a stop takes) and ``handover_latency`` (how long such a start takes in all: often
-        less than a first start, since the stop's completion sets off a scheduling pass),
-        each only when measured."""
+        for a stop takes) and ``handover_latency`` (how long a start takes in all when jobs
+        were stopped for it: often less than a first start, since the stops' completion sets
+        off a scheduling pass), each only when measured."""
         out: dict[str, float] = {}
         if self.round_period is not None:
             out["round_duration"] = round(self.round_period, 3)
@@ -65,8 +68,8 @@ class Calibration:
         for key, values in (("restart_cost", self.restarts), ("stop_latency", self.after_stops)):
             if values:
                 out[key] = round(max(0.0, statistics.median(values) - latency), 3)
-        if self.after_stops:
-            out["handover_latency"] = round(statistics.median(self.after_stops), 3)
+        if self.handovers:
+            out["handover_latency"] = round(statistics.median(self.handovers), 3)
         return out
 
     def to_toml(self) -> str:
@@ -86,17 +89,20 @@ def calibrate(t: Timings) -> Calibration:
     released: dict[int, list[float]] = {}
     for job_id, at in t.releases:
         released.setdefault(job_id, []).append(at)
-    kinds: dict[str, list[float]] = {"first": [], "again": [], "stop": []}
+    kinds: dict[str, list[float]] = {"first": [], "again": [], "stop": [], "handover": []}
     for job_id, runs in t.runs.items():
         rel = sorted(released.get(job_id, ()))
         for i, begun in enumerate(runs):
             release = _release_of(rel, begun, runs[i - 1] if i else None)
             if release is not None:
                 stop = (job_id, release) in t.after_stop
-                kinds["stop" if stop else "again" if i else "first"].append(
-                    max(0.0, begun - release))
+                latency = max(0.0, begun - release)
+                kinds["stop" if stop else "again" if i else "first"].append(latency)
+                if (job_id, release) in t.handovers:
+                    kinds["handover"].append(latency)
     return Calibration(len(t.rounds), _median(gaps), _median([s for _, s in t.rounds]),
-                       tuple(kinds["first"]), tuple(kinds["again"]), tuple(kinds["stop"]))
+                       tuple(kinds["first"]), tuple(kinds["again"]), tuple(kinds["stop"]),
+                       tuple(kinds["handover"]))
 
 
 def _release_of(releases: Sequence[float], begun: float, previous: float | None

@@ -416,13 +416,16 @@ class Store:
         for r in self.db.query("SELECT job_id, start FROM runs UNION ALL SELECT job_id, "
                                "run_start FROM jobs WHERE run_start IS NOT NULL"):
             runs.setdefault(r["job_id"], []).append(r["start"])
-        stopped_for = ((r["job_id"] if r["kind"] == "move"
+        stopped_for = [(r["kind"] == "move", r["job_id"] if r["kind"] == "move"
                         else json.loads(r["detail"] or "{}").get("for"), r["started"])
                        for r in self.db.query(
             "SELECT d.job_id, d.kind, d.detail, r.started FROM decisions d JOIN rounds r "
-            "ON r.id = d.round_id WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 0"))
-        after_stop = frozenset((j, at) for j, at in stopped_for if j is not None)
-        return Timings(rounds, releases, {j: sorted(v) for j, v in runs.items()}, after_stop)
+            "ON r.id = d.round_id WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 0")]
+        after_stop = frozenset((j, at) for _, j, at in stopped_for if j is not None)
+        handovers = frozenset((j, at) for move, j, at in stopped_for
+                              if j is not None and not move)
+        return Timings(rounds, releases, {j: sorted(v) for j, v in runs.items()}, after_stop,
+                       handovers)
 
     def shadow(self) -> ShadowReport:
         """Every managed job against what the dry-run rounds would have done with it."""
