@@ -113,6 +113,24 @@ def test_an_elastic_job_stays_within_its_bounds() -> None:
     assert _order(new, Linear({0: 1.0})).gpus == {0: 2}
 
 
+def test_an_elastic_job_whose_minimum_no_shape_has_starts_on_it() -> None:
+    """min_gpus 3: 1 and 2 are below it, 4 above a new job's cap, and no packed shape is 3;
+    it must still be offered its minimum, beside jobs that could take every GPU."""
+    odd = (("elastic", "1"), ("max_gpus", "8"), ("min_gpus", "3"))
+    big = [pending(i, 1, submit=float(i), marks=((MOST, 8.0),)) for i in (1, 2)]
+    sched = _order([pending(0, 1, hints=odd), *big], Linear({0: 1.0, 1: 1.0, 2: 1.0}))
+    assert sched.gpus[0] == 3 and sum(sched.gpus.values()) <= 8
+
+
+def test_a_fixed_job_bigger_than_a_node_it_is_bound_to_gets_none() -> None:
+    """--gres=gpu:8 on one node, where nodes hold 4: the program must not keep 8 GPUs for
+    a job no placement can honour."""
+    fixed = (("max_gpus", "8"), ("min_gpus", "8"), ("nodes", "1"))
+    sched = _order([pending(0, 8, hints=fixed), pending(1, 1, marks=((MOST, 8.0),))],
+                   Linear({0: 1.0, 1: 1.0}))
+    assert 0 not in sched.gpus and sched.gpus[1] == 8  # all 8 GPUs of the two nodes
+
+
 def test_a_job_asking_per_node_grows_only_within_its_nodes() -> None:
     """``--gres=gpu:1`` binds a Slurm job to one node: 8 GPUs could never be placed."""
     per_node = (("elastic", "1"), ("max_gpus", "16"), ("min_gpus", "1"), ("nodes", "1"))

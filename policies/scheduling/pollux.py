@@ -41,24 +41,25 @@ def counts_for(per_node: int, capacity: int) -> list[int]:
     return [0, *within, *range(2 * per_node, capacity + 1, per_node)]
 
 
-def _fixed(job: Job) -> int | None:
-    """The one count a job that may not be resized can run on (a Slurm job that did not opt
-    in: ``min_gpus = max_gpus``), ``None`` for a job the policy may size."""
-    lo, hi = gpu_range(job)
-    return lo if lo == hi else None
+def _own_count(job: Job) -> int | None:
+    """The count a Slurm job brings beyond the packed shapes: its minimum, which for a job
+    that did not opt in (``min_gpus = max_gpus``) is its size, and for an elastic one may be
+    a count no shape has (3). ``None`` for a job without hints (a trace's)."""
+    return gpu_range(job)[0] if job.hints else None
 
 
 def _allows(job: Job, n: int, cap: int, shaped: frozenset[int], per_node: int) -> bool:
-    """Whether ``job`` may run on ``n`` GPUs: a count the engine would give it unchanged
-    (within its bounds, a multiple of its node count, no more than its nodes hold) and, for
-    a job the policy sizes, of the packed shapes and within its growth ``cap``; a job of
-    fixed size runs on its own."""
-    fixed = _fixed(job)
-    if fixed is not None:
-        return n == fixed
+    """Whether ``job`` may run on ``n`` GPUs: no more than its nodes hold, and a count the
+    engine would give it unchanged: its own if it may not be resized, else within its
+    bounds, a multiple of its node count, within its growth ``cap`` and of the packed
+    shapes or its minimum."""
+    lo, hi = gpu_range(job)
     nodes = required_nodes(job)  # a Slurm job asking per node keeps its node count
-    fits = nodes is None or n <= nodes * per_node
-    return fits and n <= cap and n in shaped and gpu_count(job, n) == n
+    if nodes is not None and n > nodes * per_node:
+        return False
+    if lo == hi:
+        return n == lo
+    return n <= cap and (n in shaped or n == lo) and gpu_count(job, n) == n
 
 
 def allocate(values: Sequence[Sequence[float]], counts: Sequence[int],
@@ -131,8 +132,8 @@ class Pollux(SchedulingBase):
         per_node = max((len(n.gpu_ids) for n in up), default=1) or 1
         shaped = counts_for(per_node, sum(len(n.gpu_ids) for n in up))
         ranked = sorted(jobs, key=lambda j: (j.submit_time, j.id))
-        # Jobs of a fixed size (Slurm jobs that did not opt in) bring their own count.
-        counts = sorted({*shaped, *filter(None, map(_fixed, ranked))})
+        # Slurm jobs bring their own count: a fixed size, an elastic job's minimum.
+        counts = sorted({*shaped, *filter(None, map(_own_count, ranked))})
         # A job on a node not UP (draining) keeps its GPUs: they are not the policy's to give.
         on_up = {g for n in up for g in n.gpu_ids}
         free = [j for j in ranked if on_up.issuperset(j.gpus)]
