@@ -99,6 +99,8 @@ def test_a_delay_an_earlier_round_lifted_is_not_lifted_again() -> None:
                    reason="BeginTime", eligible_time=SNAP.now + REVOKE_MARGIN)
     start = Decisions(start=(Start(1, (0,)),))
     assert make_plan({1: ours}, start, SNAP).empty
+    skewed = replace(ours, eligible_time=SNAP.now + REVOKE_MARGIN + 8)  # slurmctld 8 s ahead
+    assert make_plan({1: skewed}, start, SNAP).empty
     slurms = replace(ours, eligible_time=SNAP.now + 120)
     plan = make_plan({1: slurms}, start, SNAP)
     assert plan.repin == {("node1",): (1,)} and plan.lift_delay == {1}

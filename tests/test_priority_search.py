@@ -95,3 +95,8 @@ def test_a_long_tail_costs_logarithmically_many_trials() -> None:
     assert [v.id for v in got] == [v.id for v in expected] == [0, 16, 32, 48]
     assert calls["slow"] == (49 - 3) + 47
     assert calls["fast"] <= trial_bound(64, 4) < calls["slow"]
+    # Sharper, from the runs themselves: the 48 victims before the last are tried from the
+    # 47th down as 3 runs of 15 spared ones, each ended by a kept one (32, 16, 0): the tail
+    # once, 6 bisecting trials, and per run 2 floor(log2 15) + 3. Sparing one at a time
+    # (54 trials here) would fail this.
+    assert calls["fast"] <= 1 + 6 + 3 * (2 * 3 + 3)

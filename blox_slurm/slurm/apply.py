@@ -145,6 +145,12 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
     return hold, release, repin, lift_delay
 
 
+# How far past our own clock a lifted begin time may read and still be ours: REVOKE_MARGIN,
+# plus slurmctld's clock running up to 10 s ahead of the controller's host; Slurm's requeue
+# delay (~120 s) is far beyond it.
+_LIFTED_WITHIN = REVOKE_MARGIN + 10
+
+
 def _kept_waiting(job: SlurmJob, now: float) -> bool:
     """Whether a released job waits for a begin time that is not ours: Slurm's ~120 s
     requeue delay, not the ``now+2`` an earlier round's pin set. Lifting ours again would
@@ -153,7 +159,7 @@ def _kept_waiting(job: SlurmJob, now: float) -> bool:
     eligible time, lift: the delay is the likelier reading."""
     if job.reason != "BeginTime":
         return False
-    return job.eligible_time is None or job.eligible_time > now + REVOKE_MARGIN + 1
+    return job.eligible_time is None or job.eligible_time > now + _LIFTED_WITHIN
 
 
 def _targets(d: Decisions, snapshot: ClusterSnapshot

@@ -34,24 +34,21 @@ def pollux_controller(w: ManagedWorld) -> Controller:
 
 
 class Watch:
-    """Runs the controller's rounds and records, per round, the count Slurm has a job
-    *running* on (pending and requeued rounds are not counts it trains on)."""
+    """Runs the controller's rounds and records the GPU counts its decisions gave the job,
+    in order (a count repeated while Slurm carries it out is one entry). Decisions, not
+    Slurm's state between rounds: a run can start and be resized between two looks."""
 
-    def __init__(self, w: ManagedWorld, ctl: Controller, job: int) -> None:
-        self.w, self.ctl, self.job = w, ctl, job
+    def __init__(self, ctl: Controller, job: int) -> None:
+        self.ctl, self.job = ctl, job
         self.counts: list[int] = []
 
     def step(self) -> None:
-        self.look()  # before the round too: a round may requeue the job it just saw run
         report = self.ctl.round()
         assert report.error == "", report.error
-        self.look()
-
-    def look(self) -> None:
-        j = self.w.emu.client().get_job(self.job)
-        if j is not None and j.state == "RUNNING" and (
-                not self.counts or self.counts[-1] != j.num_gpus):
-            self.counts.append(j.num_gpus)
+        placed = report.decisions.placed if report.decisions is not None else ()
+        for s in placed:
+            if s.job_id == self.job and (not self.counts or self.counts[-1] != len(s.gpus)):
+                self.counts.append(len(s.gpus))
 
     def until(self, probe: Callable[[], Any], timeout: float, what: str) -> Any:
         return wait_for(probe, timeout, lambda: f"{what}; counts so far {self.counts}",
@@ -69,10 +66,11 @@ def test_pollux_grows_an_elastic_job_then_shrinks_it_for_jobs_that_did_not_opt_i
         # --gpus (a total): it may grow beyond one node, which --gres=gpu:1 would forbid
         elastic = w.submit_fake(FakeJob("daemon", 1, LONG, 0.0), 10, trainer=TRAINER,
                                 options=["--comment=blox:elastic=1,max_gpus=8"], per_job=True)
-        watch = Watch(w, pollux_controller(w), elastic)
+        watch = Watch(pollux_controller(w), elastic)
         grown = watch.until(lambda: trains_on(w, elastic, "daemon", 8), 120,
                             "the elastic job to train on 8 GPUs")
-        # One doubling at most per round (the artifact's growth cap), each carried out by Slurm.
+        # One doubling at most per round (the artifact's growth cap), each carried out by Slurm
+        # (the job trains on 8 GPUs: Slurm allocated the last, which the others led to).
         assert watch.counts == [1, 2, 4, 8]
         assert (grown["batch_size"], grown["rate"]) == (8 * 32, pytest.approx(10 * (1 + 0.9 * 7)))
 
