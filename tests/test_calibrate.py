@@ -6,6 +6,7 @@ moves, so every latency is known), and ``simulate --calibration``."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 from blox_slurm.cli import app
 from blox_slurm.slurm.calibrate import Timings, calibrate
+from blox_slurm.slurm.controller import Controller
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
 
@@ -69,14 +71,21 @@ def test_a_restart_without_a_new_release_is_not_measured() -> None:
     assert "restart_cost" not in cal.simulation()
 
 
-def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> None:
-    """The fake Slurm starts released jobs when its clock moves on, one round later: every
-    run, first or restarted, began exactly one round after the round that released it."""
+def fifo_run(tmp_path: Path) -> tuple[FakeSlurm, Controller]:
+    """Twelve jobs of 1-4 GPUs from three users through a FIFO controller on the in-memory
+    Slurm (4 nodes x 4 GPUs), to the end: one of them is stopped for another."""
     fake = FakeSlurm([(4, 4)])
     for i, g in enumerate([4, 1, 2, 3, 1, 4, 2, 2, 1, 3, 4, 1]):
         fake.submit_job(g, runtime=60.0 * (1 + i % 5), user=f"u{i % 3}")
     ctl = controller(fake, tmp_path, "fifo")
     run_to_the_end(fake, ctl)
+    return fake, ctl
+
+
+def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> None:
+    """The fake Slurm starts released jobs when its clock moves on, one round later: every
+    run, first or restarted, began exactly one round after the round that released it."""
+    fake, ctl = fifo_run(tmp_path)
     cal = calibrate(ctl.store.timings())
     runs = Counter(j for j, _ in fake.starts)
     measured = len(cal.first_starts) + len(cal.restarts) + len(cal.after_stops)
@@ -87,6 +96,23 @@ def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> No
     assert cal.simulation() == {"round_duration": ROUND, "start_latency": ROUND,
                                 "restart_cost": 0.0, "stop_latency": 0.0,
                                 "handover_latency": ROUND}
+
+
+def test_the_command_reports_every_kind_and_writes_the_table(tmp_path: Path) -> None:
+    """``blox-slurm calibrate`` on a controller run's store: the handovers (starts of jobs
+    others were stopped for) among the kinds it counts, and the table it writes."""
+    _, ctl = fifo_run(tmp_path)
+    toml = tmp_path / "controller.toml"
+    toml.write_text(f'[controller]\nstore = "{ctl.cfg.store}"\n'
+                    f'heartbeat = "{ctl.cfg.heartbeat}"\nplugin_config = ""\n'
+                    'composition = "fifo"\n')
+    out = tmp_path / "cal.toml"
+    result = CliRunner().invoke(app, ["calibrate", "-c", str(toml), "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    expected = calibrate(ctl.store.timings())
+    assert data["handovers"] == list(expected.handovers) != []  # the backfilled one's
+    assert data["simulation"] == expected.simulation() and out.read_text() == expected.to_toml()
 
 
 def test_simulate_takes_a_calibration_file(tmp_path: Path) -> None:
