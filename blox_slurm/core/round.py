@@ -115,6 +115,15 @@ def _active(jobs: Sequence[Job], n_waiting: int, admitted: Collection[int],
     return [j for j in jobs if (j.admitted or j.gpus or j.id in admitted) and j.id not in forced]
 
 
+def _resized(order: Sequence[Job], alloc: Mapping[int, int]) -> dict[int, int]:
+    """The running jobs the scheduler gave another GPU count, within what each allows
+    (:func:`~blox_slurm.core.fit.gpu_count`), with that count."""
+    if not alloc:
+        return {}
+    counts = ((j, gpu_count(j, alloc[j.id])) for j in order if j.gpus and j.id in alloc)
+    return {j.id: n for j, n in counts if n != len(j.gpus)}
+
+
 class _Walk:
     """One walk over the scheduler's order, and the steps a rank can take: place, make room,
     relocate, spare victims. Each step writes what it decides to the ledger; the free-GPU
@@ -129,7 +138,7 @@ class _Walk:
         self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
         self._live: _Live | None = None  # running jobs that may still be stopped, on first need
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
-        self.resized: dict[int, int] = {}  # running job -> the other count it is given
+        self.resized = _resized(self.order, self.alloc)  # running job -> its other count
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
         return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
@@ -169,11 +178,7 @@ class _Walk:
         for (see :meth:`resize`). Types compare case-insensitively, as placement matches
         them (Slurm's gres names are lower case, node types may not be): "v100" on a "V100"
         GPU is not a move."""
-        types, gpus, alloc = self.types, self.snapshot.gpus, self.alloc
-        if alloc:
-            counts = ((j, gpu_count(j, alloc[j.id])) for j in self.order
-                      if j.gpus and j.id in alloc)
-            self.resized = {j.id: n for j, n in counts if n != len(j.gpus)}
+        types, gpus = self.types, self.snapshot.gpus
         if not types and not self.resized:
             return []
         return [i for i, j in enumerate(self.order) if j.gpus and (

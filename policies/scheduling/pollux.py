@@ -48,18 +48,19 @@ def _own_count(job: Job) -> int | None:
     return gpu_range(job)[0] if job.hints else None
 
 
-def _allows(job: Job, n: int, cap: int, shaped: frozenset[int], per_node: int) -> bool:
-    """Whether ``job`` may run on ``n`` GPUs: no more than its nodes hold, and a count the
-    engine would give it unchanged: its own if it may not be resized, else within its
-    bounds, a multiple of its node count, within its growth ``cap`` and of the packed
-    shapes or its minimum."""
+def _allowed(job: Job, counts: Sequence[int], cap: int, shaped: frozenset[int],
+             per_node: int) -> set[int]:
+    """The counts ``job`` may run on: no more than its nodes hold, and counts the engine
+    would give it unchanged: its own if it may not be resized, else within its bounds, a
+    multiple of its node count, within its growth ``cap`` and of the packed shapes or its
+    minimum."""
     lo, hi = gpu_range(job)
     nodes = required_nodes(job)  # a Slurm job asking per node keeps its node count
-    if nodes is not None and n > nodes * per_node:
-        return False
+    most = cap if nodes is None else min(cap, nodes * per_node)
     if lo == hi:
-        return n == lo
-    return n <= cap and (n in shaped or n == lo) and gpu_count(job, n) == n
+        return {lo} if nodes is None or lo <= nodes * per_node else set()
+    return {n for n in counts
+            if n <= most and (n in shaped or n == lo) and gpu_count(job, n) == n}
 
 
 def allocate(values: Sequence[Sequence[float]], counts: Sequence[int],
@@ -139,7 +140,8 @@ class Pollux(SchedulingBase):
         free = [j for j in ranked if on_up.issuperset(j.gpus)]
         capacity = len(on_up) - sum(len(j.gpus) for j in ranked if not on_up.issuperset(j.gpus))
         speedup = _speedup_fn(snapshot, per_node, up[0].gpu_type if up else "gpu")
-        values = [self._values(job, counts, speedup, snapshot.now, frozenset(shaped), per_node)
+        shapes = frozenset(shaped)
+        values = [self._values(job, counts, speedup, snapshot.now, shapes, per_node)
                   for job in free]
         alloc = {j.id: len(j.gpus) for j in ranked}
         alloc.update(zip((j.id for j in free), allocate(values, counts, max(capacity, 0)),
@@ -149,7 +151,7 @@ class Pollux(SchedulingBase):
 
     def _values(self, job: Job, counts: Sequence[int], speedup: Speedup, now: float,
                 shaped: frozenset[int], per_node: int) -> list[float]:
-        """``job``'s term at each count: ``-inf`` where it may not run (:func:`_allows`:
+        """``job``'s term at each count: ``-inf`` where it may not run (:func:`_allowed`:
         above its growth cap, outside its bounds), the penalized speedup's ``-s ** p``
         otherwise (``_NONE`` with no GPUs or no speed)."""
         held = len(job.gpus)
@@ -158,9 +160,10 @@ class Pollux(SchedulingBase):
         age = now - job.submit_time
         delay = self.params.restart_delay
         penalty = max(age - job.preemptions * delay, 0.0) / (age + delay) if held else 1.0
+        allowed = _allowed(job, counts, cap, shaped, per_node)
         row = [_NONE]
         for n in counts[1:]:
-            if not _allows(job, n, cap, shaped, per_node):
+            if n not in allowed:
                 row.append(-np.inf)
                 continue
             s = speedup(job, n) * (1.0 if n == held else penalty)
