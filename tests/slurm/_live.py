@@ -1,4 +1,5 @@
-"""Helpers for the live Slurm tests: polling with a timeout, and per-test job bookkeeping."""
+"""Helpers for the live Slurm tests: polling with a timeout, per-test job bookkeeping, and
+controllers of a managed world."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from pathlib import Path
 
 from _wait import wait_for as wait_for
 
+from blox_slurm.core.composition import Composition
+from blox_slurm.demo.world import ManagedWorld
 from blox_slurm.slurm.client import SlurmClient, SlurmJob
+from blox_slurm.slurm.controller import Controller, RoundReport
+from blox_slurm.slurm.controller_config import ControllerConfig
+from blox_slurm.slurm.store import Store
 
 
 def installed_release(conf: Path) -> str:
@@ -18,6 +24,21 @@ def installed_release(conf: Path) -> str:
     out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True,
                          env={**os.environ, "SLURM_CONF": str(conf)})
     return out.stdout.split()[-1]
+
+
+def world_controller(w: ManagedWorld, comp: Composition, store: str) -> Controller:
+    """A controller of ``w``'s managed partition running ``comp`` in 1 s rounds, with its
+    own store file ``store`` in the world's directory."""
+    cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0, heartbeat=str(w.heartbeat),
+                           store=str(w.base / store), slurm_conf=str(w.emu.conf))
+    return Controller(cfg, comp, w.emu.client(), Store(cfg.store))
+
+
+def clean_round(ctl: Controller) -> RoundReport:
+    """One round, which must not fail."""
+    report = ctl.round()
+    assert report.error == "", report.error
+    return report
 
 
 class Jobs:

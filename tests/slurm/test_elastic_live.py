@@ -10,14 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _live import Jobs, wait_for
+from _live import Jobs, clean_round, wait_for, world_controller
 
 from blox_slurm.demo.world import FakeJob, ManagedWorld
 from blox_slurm.loading import load
 from blox_slurm.slurm.client import GpuRequest, JobUpdate, SlurmClient
-from blox_slurm.slurm.controller import Controller
-from blox_slurm.slurm.controller_config import ControllerConfig
-from blox_slurm.slurm.store import Store
 
 pytestmark = pytest.mark.slurm
 
@@ -80,11 +77,7 @@ def test_the_controller_grows_an_elastic_job_through_the_plugin_and_it_adapts() 
         fixed = w.submit_fake(FakeJob("bin", 1, 400, 0.0), 10, trainer=ELASTIC_TRAINER,
                               options=["--comment=blox:duration=40"])
         client = w.emu.client()
-        cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0, heartbeat=str(w.heartbeat),
-                               store=str(w.base / "elastic.db"), slurm_conf=str(w.emu.conf))
-        ctl = Controller(cfg, load("optimus"), client, Store(cfg.store))
-        report = ctl.round()
-        assert report.error == "", report.error
+        clean_round(world_controller(w, load("optimus"), "elastic.db"))
         got = {j.job_id: j for j in (client.get_job(elastic), client.get_job(fixed)) if j}
         assert (got[elastic].num_gpus, got[fixed].num_gpus) == (4, 1)
 

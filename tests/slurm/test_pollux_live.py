@@ -10,14 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _live import wait_for
+from _live import clean_round, wait_for, world_controller
 
 from blox_slurm.core.composition import read
 from blox_slurm.demo.world import FakeJob, ManagedWorld
 from blox_slurm.loading import build
 from blox_slurm.slurm.controller import Controller
-from blox_slurm.slurm.controller_config import ControllerConfig
-from blox_slurm.slurm.store import Store
 
 pytestmark = pytest.mark.slurm
 
@@ -28,9 +26,7 @@ LONG = 100_000  # iterations: the jobs outlive the test, which cancels them on l
 def pollux_controller(w: ManagedWorld) -> Controller:
     path, data = read("pollux")
     data = {**data, "scheduling": {**data["scheduling"], "restart_delay": 2.0}}
-    cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0, heartbeat=str(w.heartbeat),
-                           store=str(w.base / "pollux.db"), slurm_conf=str(w.emu.conf))
-    return Controller(cfg, build(data, "pollux"), w.emu.client(), Store(cfg.store))
+    return world_controller(w, build(data, "pollux"), "pollux.db")
 
 
 class Watch:
@@ -43,8 +39,7 @@ class Watch:
         self.counts: list[int] = []
 
     def step(self) -> None:
-        report = self.ctl.round()
-        assert report.error == "", report.error
+        report = clean_round(self.ctl)
         placed = report.decisions.placed if report.decisions is not None else ()
         for s in placed:
             if s.job_id == self.job and (not self.counts or self.counts[-1] != len(s.gpus)):

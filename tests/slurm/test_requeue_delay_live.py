@@ -10,13 +10,10 @@ this to show; a site that lowers it (here: 0, every second) must see the job res
 from __future__ import annotations
 
 import pytest
-from _live import wait_for
+from _live import clean_round, wait_for, world_controller
 
 from blox_slurm.demo.world import FakeJob, ManagedWorld
 from blox_slurm.loading import load
-from blox_slurm.slurm.controller import Controller
-from blox_slurm.slurm.controller_config import ControllerConfig
-from blox_slurm.slurm.store import Store
 
 pytestmark = pytest.mark.slurm
 
@@ -27,13 +24,10 @@ def test_a_requeued_job_restarts_under_one_second_rounds() -> None:
     with ManagedWorld(extra_conf=EAGER_SLURM) as w:
         job = w.submit_fake(FakeJob("daemon", 2, 100_000, 0.0), 10)
         client = w.emu.client()
-        cfg = ControllerConfig(partitions=["blox"], round_seconds=1.0, heartbeat=str(w.heartbeat),
-                               store=str(w.base / "requeue.db"), slurm_conf=str(w.emu.conf))
-        ctl = Controller(cfg, load("fifo"), client, Store(cfg.store))
+        ctl = world_controller(w, load("fifo"), "requeue.db")
 
         def step() -> None:
-            report = ctl.round()
-            assert report.error == "", report.error
+            clean_round(ctl)
 
         def state(want: str, restarts: int) -> bool:
             j = client.get_job(job)
