@@ -9,8 +9,11 @@ every job submitted is held and marked for the controller), its GPUs filled by 1
 dry-run controller (FIFO) runs a first round on an empty store, then warm rounds; the table
 gives medians of the warm ones and the first one, split into:
 
-* ``slurm``: time in Slurm's client processes (``squeue``, ``sinfo``, ``scontrol``);
-* ``parse``: the rest of the client's calls (turning their output into records);
+* ``slurm``: time in Slurm's client processes (``squeue``, ``sinfo``, ``scontrol``), wall
+  time while at least one runs (a first round on 22.05 reads the listing of every job beside
+  the queue);
+* ``parse``: the rest of the client's calls (turning their output into records, while no
+  Slurm process runs);
 * ``store``: the store's reads and writes;
 * ``decide``: the policy and the plan; ``other``: the rest of the round;
 
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -62,18 +66,29 @@ LAUNCHER = ("import os, subprocess, sys\n"
 
 
 class Clock:
-    """Seconds spent per part of a round, added up by the proxies below."""
+    """Seconds spent per part of a round, added up by the proxies below. A part under way in
+    two threads at once (a first round's listing of every job, read beside the queue) counts
+    the wall time in which any of them ran, once: its sum would exceed the round."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = defaultdict(float)
+        self._open: dict[str, tuple[int, float]] = {}  # name -> (threads in it, since)
+        self._lock = threading.Lock()
 
     @contextmanager
     def part(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
+        with self._lock:
+            n, since = self._open.get(name, (0, time.perf_counter()))
+            self._open[name] = (n + 1, since)
         try:
             yield
         finally:
-            self.spent[name] += time.perf_counter() - t0
+            with self._lock:
+                n, since = self._open.pop(name)
+                if n > 1:
+                    self._open[name] = (n - 1, since)
+                else:
+                    self.spent[name] += time.perf_counter() - since
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:

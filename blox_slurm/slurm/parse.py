@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -473,7 +473,15 @@ def job_from_scontrol(line: str) -> SlurmJob:
 
 
 def held_gpus(out: str, job_id: int, name: str) -> dict[str, GresAlloc]:
-    """The GPUs one job holds per node, from ``scontrol -d show job -o REF`` for it.
+    """The GPUs one job holds per node, from ``scontrol -d show job -o REF`` for it
+    (see :func:`held_run`)."""
+    return held_run(out, job_id, name)[1]
+
+
+def held_run(out: str, job_id: int, name: str) -> tuple[float | None, dict[str, GresAlloc]]:
+    """The start of the run a job's ``scontrol -d show job -o`` record shows, and the GPUs
+    that run holds per node. The start tells whether a record read apart from the queue
+    (before it, or after it while the job was requeued) is of the run the queue shows.
 
     Read only between the job's name, which the caller knows from the queue (so the name
     itself may hold anything), and ``MinCPUsNode=``: nothing a user can type lies between
@@ -485,24 +493,33 @@ def held_gpus(out: str, job_id: int, name: str) -> dict[str, GresAlloc]:
     end = out.find(" MinCPUsNode=", at + len(head)) if at >= 0 else -1
     if end < 0:
         raise MalformedField("JobName/MinCPUsNode", out[:80], f"job {job_id}")
+    pairs = scontrol_pairs(out[at + len(head):end])
     try:
-        return _detail_alloc(scontrol_pairs(out[at + len(head):end]))
+        return _stime(dict(pairs).get("StartTime", "")), _detail_alloc(pairs)
     except ValueError as e:
         raise MalformedField("GRES", str(e), f"job {job_id}") from None
 
 
-_RECORD_START = re.compile(r"(?:^|\n)(?=JobId=\d+ )")
+_RECORD_HEAD = re.compile(r"\nJobId=(\d+) ")
 
 
-def job_records(out: str) -> dict[int, list[str]]:
-    """``scontrol show job -o``'s records by job id. A record starts where a line starts
-    with ``JobId=``; a name or comment holding a newline and ``JobId=`` can pose as a
-    record, so an id may come with several: the caller trusts only a single one."""
+def job_records(out: str, wanted: Collection[int] | None = None) -> dict[int, list[str]]:
+    """``scontrol show job -o``'s records by job id (of ``wanted`` only, when given). A
+    record starts where a line starts with ``JobId=<digits> ``; a name or comment holding a
+    newline and ``JobId=`` can pose as a record, so an id may come with several: the caller
+    trusts only a single one.
+
+    The heads are found by one regular expression with a literal start (17 ms for the 20 MB
+    listing of 20,000 jobs, where splitting on a ``(?:^|\n)`` lookahead took 0.23-0.39 s),
+    and only the records of ``wanted`` are cut out: a controller reads this listing for the
+    GPUs of its running jobs, a few hundred of the 20,000."""
+    text = "\n" + out  # the first record's line start, like every other's
+    heads = [(m.start() + 1, int(m.group(1))) for m in _RECORD_HEAD.finditer(text)]
+    ends = [at - 1 for at, _ in heads[1:]] + [len(text)]  # each record ends at the next's
     by_id: dict[int, list[str]] = {}
-    for record in _RECORD_START.split(out):
-        head = record[6:record.find(" ")] if record.startswith("JobId=") else ""
-        if head.isdigit():
-            by_id.setdefault(int(head), []).append(record)
+    for (at, job_id), end in zip(heads, ends[:len(heads)], strict=True):
+        if wanted is None or job_id in wanted:
+            by_id.setdefault(job_id, []).append(text[at:end])
     return by_id
 
 

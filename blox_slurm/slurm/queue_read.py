@@ -9,7 +9,9 @@ A read (see ``docs/controller.md``, "What a round does to Slurm"):
    :mod:`~.squeue_plain`'s format;
 2. on a Slurm whose ``-O`` has no excluded nodes (22.05): the same with ``-o "%A %x"``;
 3. for each job that began a run since the last read and holds GPUs: ``scontrol -d show
-   job -o REF`` (the GPU indices it holds on each node), kept while that run lasts;
+   job -o REF`` (the GPU indices it holds on each node), kept while that run lasts; for
+   more than :data:`ONE_BY_ONE` new runs, one read of them all (on 22.05 the listing of
+   every job, which a reader's first read asks for beside the queue read);
 4. for each array first seen without a record that shows its throttle (``3-9%3``):
    ``scontrol show job -o REF`` of one record (``ArrayTaskThrottle``), kept while the array
    is in the queue;
@@ -24,14 +26,16 @@ between two rounds almost every waiting job is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 
 from .arrays import bracket
 from .client import GresAlloc, SlurmError, SlurmJob
 from .dialect import Dialect
-from .parse import MalformedField, ParsedJob, array_throttle, held_gpus, job_records
+from .parse import MalformedField, ParsedJob, array_throttle, held_gpus, held_run, job_records
 from .runner import Runner
 from .squeue_plain import PlainFormat, job_from_plain
 
@@ -45,6 +49,8 @@ CODE_FIRST = ("ReqNodeNotAvail, ",)
 #: ``scontrol`` costs ~5 ms, one read of them all 0.15 s (24.11, JSON) to 0.4 s (22.05) at
 #: 20,000 queued jobs, benchmarks/bench_queue_scale.py.
 ONE_BY_ONE = 16
+#: The listing of every job with the GPU indices each holds (``-d``), for 22.05.
+LISTING = ("scontrol", "-d", "show", "job", "-o")
 
 JsonJobs = Callable[[list[int]], list[SlurmJob]]
 _Run = tuple[int, float | None]  # (job id, start of its run)
@@ -75,6 +81,7 @@ class QueueReader:
         self._gpus: dict[_Run, Mapping[str, GresAlloc]] = {}
         self._throttles: dict[int, int] = {}  # array job id -> its throttle (0: none)
         self._codes: dict[tuple[int, str], str] = {}
+        self._first = True  # no read has succeeded yet: see _listing_ahead
 
     def plain_format(self, dialect: Dialect) -> PlainFormat:
         """This reader's format; the first call puts it into the runner's environment."""
@@ -88,16 +95,35 @@ class QueueReader:
         fmt = self.plain_format(dialect)
         where = [] if partitions is None else [f"--partition={','.join(sorted(partitions))}"]
         argv = [*dialect.plain_squeue, *where]
-        out = self.runner.run(argv, idempotent=True)
-        excluded = None if fmt.exc_nodes else self._excluded(argv, dialect)
-        try:
-            jobs = _regrouped(self._parse(fmt, out, excluded))
-        except MalformedField as e:
-            raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
-        jobs = self._with_throttles(jobs, dialect)
-        self._gpus = self._gpus_of(jobs, dialect)
+        with self._listing_ahead(dialect) as listing:
+            out = self.runner.run(argv, idempotent=True)
+            excluded = None if fmt.exc_nodes else self._excluded(argv, dialect)
+            try:
+                jobs = _regrouped(self._parse(fmt, out, excluded))
+            except MalformedField as e:
+                raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
+            jobs = self._with_throttles(jobs, dialect)
+            self._gpus = self._gpus_of(jobs, dialect, listing)
+        self._first = False
         held = [_holding(j, self._gpus.get((j.job_id, j.start_time))) for j in jobs]
         return self._with_codes(held, dialect)
+
+    @contextmanager
+    def _listing_ahead(self, dialect: Dialect) -> Iterator[Future[str] | None]:
+        """The listing of every job (:data:`LISTING`), read beside the queue on this
+        reader's first read on a Slurm whose ``--json`` cannot be asked for some jobs only
+        (22.05): a controller starting beside a busy cluster needs it for the GPUs of every
+        run, and read after the queue it was the slowest call of that round (0.45 s of
+        ``scontrol`` at 20,000 jobs, most of it the client's own formatting, which a second
+        core does while this one parses the queue). Later reads know the runs already and
+        read a new one on its own. The listing may be a moment older or newer than the
+        queue: :meth:`_held_all` takes from it only the runs whose start it shows.
+        Leaving waits for the read, so no thread or ``scontrol`` outlives the call."""
+        if not self._first or dialect.json_filters:
+            yield None
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="blox-listing") as pool:
+            yield pool.submit(self.runner.run, LISTING, idempotent=True)
 
     def _parse(self, fmt: PlainFormat, out: str, excluded: Mapping[int, str] | None
                ) -> list[ParsedJob]:
@@ -154,39 +180,42 @@ class QueueReader:
         except MalformedField as e:
             raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
 
-    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect
+    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect, listing: Future[str] | None
                  ) -> dict[_Run, Mapping[str, GresAlloc]]:
         """The GPUs each job in a run holds on each node, kept from the read that first saw
         that run (the indices do not change while it lasts). New runs are read one by one,
         or all in one read when there are more than :data:`ONE_BY_ONE` (a controller
-        starting beside a busy cluster)."""
+        starting beside a busy cluster) or the ``listing`` of every job was read anyway."""
         running = {(j.job_id, j.start_time): j for j in jobs
                    if j.in_run and j.num_gpus and j.nodes}
         known = {k: a for k in running if (a := self._gpus.get(k)) is not None}
         new = [j for k, j in running.items() if k not in known]
-        if len(new) > ONE_BY_ONE:
-            known.update(self._held_all(new, dialect))
+        if new and (listing is not None or len(new) > ONE_BY_ONE):
+            known.update(self._held_all(new, dialect, listing))
         known.update(((j.job_id, j.start_time), self._held(j, dialect)) for j in new
                      if (j.job_id, j.start_time) not in known)
         return known
 
-    def _held_all(self, new: list[ParsedJob], dialect: Dialect
+    def _held_all(self, new: list[ParsedJob], dialect: Dialect, listing: Future[str] | None
                   ) -> dict[_Run, Mapping[str, GresAlloc]]:
         """Many new runs in one read: their JSON records where Slurm honours ``--jobs``,
-        else every job's ``scontrol -d show job -o`` record. A job not found there exactly
-        once (gone, or a name posing as a record) is left to a read of its own."""
+        else every job's ``scontrol -d show job -o`` record (the ``listing`` when it was read
+        already). A job not found there exactly once (gone, or a name posing as a record), or
+        found in another run than the queue's, is left to a read of its own."""
         if dialect.json_filters:
             records = {j.job_id: j for j in self._json_jobs([j.job_id for j in new])}
             return {(j.job_id, j.start_time): r.gpu_alloc for j in new
                     if (r := records.get(j.job_id)) is not None and r.start_time == j.start_time}
-        argv = ["scontrol", "-d", "show", "job", "-o"]
-        by_id = job_records(self.runner.run(argv, idempotent=True))
+        out = listing.result() if listing is not None else self.runner.run(
+            LISTING, idempotent=True)
+        by_id = job_records(out, {j.job_id for j in new})
         try:
-            return {(j.job_id, j.start_time): MappingProxyType(held_gpus(
-                found[0], j.job_id, j.name)) for j in new
-                if len(found := by_id.get(j.job_id, [])) == 1}
+            runs = [(j, *held_run(found[0], j.job_id, j.name)) for j in new
+                    if len(found := by_id.get(j.job_id, [])) == 1]
         except MalformedField as e:
-            raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
+            raise SlurmError(f"`{' '.join(LISTING)}` on {dialect}: {e}", LISTING) from None
+        return {(j.job_id, j.start_time): MappingProxyType(alloc)
+                for j, start, alloc in runs if start == j.start_time}
 
     def _held(self, job: ParsedJob, dialect: Dialect) -> Mapping[str, GresAlloc]:
         argv = ["scontrol", "-d", "show", "job", "-o", job.ref]

@@ -12,6 +12,7 @@ import enum
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,6 +100,9 @@ class Runner:
         self.timeout = timeout
         self.retry = retry
         self.calls = 0
+        # Reads may run in two threads at once (a queue read beside the listing of every job,
+        # see queue_read): ``calls += 1`` is no atomic step.
+        self._counting = threading.Lock()
         self._sleep = sleep
         self._execute = execute
 
@@ -125,7 +129,8 @@ class Runner:
 
     def _attempt(self, argv: list[str], stdin: str | None) -> tuple[int, str, Transience]:
         """(exit code, stdout on success else the error text, how transient the error is)."""
-        self.calls += 1
+        with self._counting:
+            self.calls += 1
         try:
             p = self._execute(
                 argv,

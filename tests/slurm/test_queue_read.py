@@ -5,6 +5,7 @@ Slurm needed."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ from _recorded import backend, position, tokens
 
 from blox_slurm.slurm import queue_read
 from blox_slurm.slurm.client import SlurmError
-from blox_slurm.slurm.parse import ParsedJob
-from blox_slurm.slurm.queue_read import code_of, described
+from blox_slurm.slurm.parse import ParsedJob, job_records
+from blox_slurm.slurm.queue_read import LISTING, code_of, described
 from blox_slurm.slurm.squeue_plain import job_from_plain
 
 FIX = Path(__file__).parent / "fixtures"
@@ -33,7 +34,10 @@ def test_a_steady_read_is_one_call_two_on_22_05(version: str) -> None:
     cli.list_jobs()
     first = _reads(fake.argvs, n)
     details = [a for a in first if a[:2] == ("scontrol", "-d")]
-    assert len(details) == RUNNING_WITH_GPUS  # each running GPU job's indices, once
+    # each running GPU job's indices, once: on 22.05 from the listing of every job, read
+    # beside the first queue read (test_the_first_read_lists_every_job_beside_the_queue)
+    assert details == ([LISTING] if version == "22.05" else
+                       [("scontrol", "-d", "show", "job", "-o", str(i)) for i in (1, 2, 3, 6)])
     n = len(fake.argvs)
     cli.list_jobs()
     assert [a[0] for a in _reads(fake.argvs, n)] == (
@@ -188,3 +192,61 @@ def test_a_name_posing_as_a_record_gets_its_job_a_read_of_its_own(
     one = next(j for j in cli.list_jobs() if j.job_id == 1)
     assert ("scontrol", "-d", "show", "job", "-o", "1") in fake.argvs
     assert one.gpu_alloc == next(j for j in cli.json_jobs() if j.job_id == 1).gpu_alloc
+
+
+def test_the_first_read_lists_every_job_beside_the_queue() -> None:
+    """22.05, a controller's first read: the listing of every job (for the GPUs of the runs
+    it finds) is asked for while the queue read is still under way, not after it. The queue
+    read here waits for the listing's call; read one after the other, it never comes."""
+    listed = threading.Event()
+
+    def listing(text: str) -> str:
+        listed.set()
+        return text
+
+    def queue(text: str) -> str:
+        if not reads:
+            listed.wait(timeout=5)
+        reads.append(text)
+        return text
+
+    reads: list[str] = []
+
+    cli, fake = backend(FIX / "22.05", plain=queue, listing=listing)
+    first = cli.list_jobs(finished=True)
+    assert listed.is_set()
+    assert [a for a in fake.argvs if a[0] == "scontrol"] == [LISTING]
+    json = {j.job_id: j for j in cli.json_jobs()}
+    assert all(j.gpu_alloc == json[j.job_id].gpu_alloc for j in first)
+    n = len(fake.argvs)
+    assert cli.list_jobs(finished=True) == first  # later reads: no listing
+    assert not [a for a in _reads(fake.argvs, n) if a[0] == "scontrol"]
+
+
+def test_a_listed_record_of_another_run_is_not_taken() -> None:
+    """The listing read beside the queue may be older than it: job 1 still pending there
+    (or in an earlier run) holds no GPUs of the run the queue shows. It is read on its own."""
+    def earlier(text: str) -> str:
+        start = next(r for r in text.splitlines() if r.startswith("JobId=1 ")).split(
+            " StartTime=")[1].split(" ")[0]
+        return "\n".join(r.replace(f" StartTime={start} ", f" StartTime={int(start) - 60} ")
+                         if r.startswith("JobId=1 ") else r for r in text.splitlines())
+
+    cli, fake = backend(FIX / "22.05", listing=earlier)
+    one = next(j for j in cli.list_jobs() if j.job_id == 1)
+    assert [a for a in fake.argvs if a[0] == "scontrol"] == [
+        LISTING, ("scontrol", "-d", "show", "job", "-o", "1")]
+    assert one.gpu_alloc == next(j for j in cli.json_jobs() if j.job_id == 1).gpu_alloc
+    assert one.gpu_alloc
+
+
+def test_job_records_cuts_out_the_records_asked_for() -> None:
+    """A record starts where a line starts with ``JobId=<digits> ``, the first line too;
+    a name holding a newline and such a line poses as a second record of its id."""
+    out = ("JobId=1 JobName=a\nJobId=x not a record\nJobId=2 JobName=b\nJobId=3 JobName=c"
+           "\nJobId=1 JobName=posing\n")
+    assert job_records(out) == {1: ["JobId=1 JobName=a\nJobId=x not a record",
+                                    "JobId=1 JobName=posing\n"],
+                                2: ["JobId=2 JobName=b"], 3: ["JobId=3 JobName=c"]}
+    assert job_records(out, {2, 9}) == {2: ["JobId=2 JobName=b"]}
+    assert job_records("no records\n") == {} and job_records("") == {}
