@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -231,6 +233,28 @@ def test_policy_file_cannot_silently_replace_a_builtin(tmp_path) -> None:
     with pytest.raises(PolicyError, match="already registered"):
         registry.load_policy_file(p)
     assert registry.get("scheduling", "fifo").factory is Fifo
+
+
+def test_every_builtin_policy_lives_where_a_lookup_finds_it_alone() -> None:
+    """``get`` imports ``blox_slurm/policies/<kind>/<name>.py`` only; a built-in registered
+    anywhere else would still be found, by loading everything, and the saving would be gone
+    without a failure to say so."""
+    builtins = [s for s in registry.available() if s.factory.__module__.startswith(
+        "blox_slurm.policies.")]
+    assert len(builtins) >= 20
+    for spec in builtins:
+        assert spec.factory.__module__ == f"blox_slurm.policies.{spec.kind}.{spec.name}"
+
+
+def test_looking_up_one_policy_imports_only_its_module() -> None:
+    script = ("import sys\n"
+              "from blox_slurm.core import registry\n"
+              "spec = registry.get('scheduling', 'las')\n"
+              "print(spec.factory.__name__, ' '.join(m for m in sys.modules\n"
+              "      if m.startswith('blox_slurm.policies.') and m.count('.') == 3))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["Las", "blox_slurm.policies.scheduling.las"]
 
 
 class _EntryPoint:

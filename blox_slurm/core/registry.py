@@ -123,10 +123,24 @@ def load_policy_file(path: str | Path) -> None:
         raise PolicyError(f"policy file {p} failed to import: {exc}") from exc
 
 
+def _load_builtin(kind: str, name: str) -> None:
+    """Import the one built-in module that would register ``name``: a built-in policy lives
+    in ``blox_slurm/policies/<kind>/<name>.py``. A run then imports the handful of policies
+    its composition names, not all of them (half of a small simulation's start-up); any
+    other name falls back to loading everything."""
+    if not name.isidentifier():
+        return
+    module = f"blox_slurm.policies.{kind}.{name}"
+    if module not in sys.modules and importlib.util.find_spec(module) is not None:
+        importlib.import_module(module)
+
+
 def get(kind: str, name: str) -> PolicySpec:
-    _load_builtins()
     if kind not in KINDS:
         raise PolicyError(f"unknown policy kind {kind!r}; kinds are: {', '.join(KINDS)}")
+    _load_builtin(kind, name)
+    if name not in _REGISTRY[kind]:
+        _load_builtins()  # an entry point's policy, or the list of valid names for the error
     try:
         return _REGISTRY[kind][name]
     except KeyError:
