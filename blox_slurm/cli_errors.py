@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
-from rich.text import Text
 
 from .logs import console
 
@@ -29,5 +28,7 @@ def exit_codes(bad_input: ErrorTypes, runtime: ErrorTypes = ()) -> Iterator[None
 def _say(label: str, exc: BaseException) -> None:
     """``label`` in red and the message as one line, even on a terminal narrower than it; its
     text is printed as given ("[controller]" is kept: the console reads no markup)."""
+    from rich.text import Text  # only on an error: a command that succeeds never loads it
+
     line = "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip())
     console(stderr=True).print(Text.assemble((label, "red"), " ", line), soft_wrap=True)

@@ -18,10 +18,10 @@ import logging
 import os
 import sys
 from functools import partial
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.logging import RichHandler
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 JOURNAL_FORMAT = "%(name)s: %(message)s"
@@ -33,7 +33,10 @@ _HANDLER_NAME = "blox_slurm"
 def console(file: TextIO | None = None, *, stderr: bool = False) -> Console:
     """A Rich console that prints text as given (no markup, emoji codes or highlighting);
     off a terminal it does not wrap. Make one where it prints, not at import: whether the
-    stream is a terminal is decided here."""
+    stream is a terminal is decided here. Rich is imported here, not with the module: a
+    command whose output is a pipe or JSON then never pays for it at start-up."""
+    from rich.console import Console
+
     make = partial(Console, file=file, stderr=stderr, markup=False, emoji=False,
                    highlight=False)
     tty = make()
@@ -57,17 +60,32 @@ def setup_logging(*, daemon: bool, level: int = logging.WARNING,
 
 
 def _handler(daemon: bool, stream: TextIO | None) -> logging.Handler:
-    if not daemon:
+    if not daemon and _may_be_terminal(stream if stream is not None else sys.stderr):
         # stderr looked up at each write (file=None): a Rich Live display that redirects
         # sys.stderr then prints log records above itself instead of through it.
         screen = console(stream, stderr=stream is None)
         if screen.is_terminal:
+            from rich.logging import RichHandler
+
             return RichHandler(console=screen, show_path=False, markup=False)
     stream = stream if stream is not None else sys.stderr
     handler = logging.StreamHandler(stream)
     journal = daemon and writes_to_journal(stream)
     handler.setFormatter(JournalFormatter() if journal else logging.Formatter(PLAIN_FORMAT))
     return handler
+
+
+def _may_be_terminal(stream: TextIO) -> bool:
+    """False where Rich would surely say "not a terminal" (no tty, and neither of the
+    variables that force one): a command piped or run from a script then logs plain lines
+    without importing Rich at start-up. Rich decides in every other case."""
+    if os.environ.get("TTY_COMPATIBLE") or os.environ.get("FORCE_COLOR") is not None:
+        return True
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed stream
+        return False
 
 
 def writes_to_journal(stream: TextIO) -> bool:

@@ -133,7 +133,9 @@ def test_a_command_imports_only_its_own_world() -> None:
     heavy = {"sqlite_utils", "pandas", "matplotlib", "blox_slurm.slurm.controller",
              "blox_slurm.emulator.cluster", "blox_slurm.demo.run",
              # trace loaders a synthetic run does not read (Pollux's brings its model)
-             "blox_slurm.workloads.pollux", "blox_slurm.workloads.gavel", "scipy"}
+             "blox_slurm.workloads.pollux", "blox_slurm.workloads.gavel", "scipy",
+             # nothing printed through Rich off a terminal; policies the run does not use
+             "rich", "blox_slurm.policies.scheduling.gavel_rounds"}
     assert heavy.isdisjoint(out)
 
 

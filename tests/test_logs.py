@@ -120,6 +120,19 @@ def test_an_interactive_command_on_a_terminal_logs_through_rich_without_markup(
     assert "WARNING" in text and TRICKY in text
 
 
+@pytest.mark.parametrize(("variable", "value", "rich"), [
+    ("FORCE_COLOR", "1", True), ("TTY_COMPATIBLE", "1", True), ("TTY_COMPATIBLE", "0", False)])
+def test_the_variables_that_force_a_terminal_still_reach_rich_in_a_pipe(
+        monkeypatch: pytest.MonkeyPatch, variable: str, value: str, rich: bool) -> None:
+    """A pipe is decided without Rich (start-up), except where Rich's own variables say
+    otherwise: then Rich decides, as before."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.setenv(variable, value)
+    handler = setup_logging(daemon=False, stream=io.StringIO())
+    assert (type(handler).__name__ == "RichHandler") is rich
+
+
 def test_calling_it_again_replaces_only_its_own_handler() -> None:
     root = logging.getLogger()
     other = logging.NullHandler()

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich import box
-from rich.table import Table
 
 from ..cli_errors import exit_codes
 from ..core import registry
@@ -38,6 +36,9 @@ from .progress import describe, progress
 from .records import RunResult
 from .simulator import SimulationError
 from .synthesizer import choice_rows, choice_summary, evaluations
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 DEFAULT_COMPARE = ["fifo", "las", "srtf", "tiresias", "las-load-based", "optimus"]
 
@@ -137,6 +138,8 @@ def _experiments(
 
 def _trace_notes(exp: Experiment, result: RunResult) -> None:
     """On stderr, what became of the trace's rows and jobs that the run did not simulate."""
+    if "skipped_rows" not in result.params and "unrunnable_jobs" not in result.params:
+        return
     err = console(stderr=True)
     if "skipped_rows" in result.params:
         err.print(f"skipped {result.params['skipped_rows']} bad row(s) in "
@@ -164,8 +167,10 @@ def _sim_overrides(calibration: Path | None, round_: float | None, quantize: boo
 
 def _run_with_progress(exp: Experiment, quiet: bool) -> RunResult:
     """One run with a rich progress bar on stderr (jobs of the measured window finished)."""
+    if quiet:
+        return run(exp)
     err = console(stderr=True)
-    if quiet or not err.is_terminal:
+    if not err.is_terminal:
         return run(exp)
     from rich.progress import (
         BarColumn,
@@ -216,6 +221,9 @@ def _table(results: list[RunResult], title: str, width: int | None = None) -> Ta
         if width is None or _width(rows, columns) <= width:
             break
         columns.remove(optional)
+    from rich import box  # Rich only when a table is printed: --json starts without it
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for col in columns:
         t.add_column(col, justify="left" if col == "composition" else "right",
@@ -333,6 +341,8 @@ def policies(policy_path: PolicyPathOpt = None, as_json: JsonOpt = False) -> Non
                              for s in specs],
                 "compositions": bundled_names()}, indent=2))
             return
+        from rich.table import Table
+
         t = Table(title="policies")
         for col in ("kind", "name", "parameters", "what it does"):
             t.add_column(col)

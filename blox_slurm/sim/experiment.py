@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -116,6 +115,9 @@ def run_all(exps: list[Experiment], processes: int | None = None,
             results.append(run(e))
             done(e)
         return results
+    # Here, not at import: multiprocessing is a start-up cost a single run never needs.
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     with ProcessPoolExecutor(max_workers=n) as pool:
         futures = {pool.submit(run, e): i for i, e in enumerate(exps)}
         for fut in as_completed(futures):
