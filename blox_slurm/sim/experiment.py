@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,9 @@ from ..workloads.throughput_spec import ThroughputSpec
 from .config import ClusterSpec, SimConfig
 from .records import JobRecord, RunResult
 from .simulator import ProgressFn, Simulator
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 
 class WorkloadSpec(BaseModel):
@@ -103,6 +106,19 @@ def run(exp: Experiment, progress: ProgressFn | None = None) -> RunResult:
     return replace(result, params=params)
 
 
+def worker_pool(processes: int) -> ProcessPoolExecutor:
+    """A pool whose workers start from a clean server process (forkserver), not forked from
+    this one: a command showing progress has threads (Rich's refresh, a controller's), and a
+    fork taken while another thread holds a lock can deadlock the child (Python 3.12+ warns;
+    3.14 made forkserver the default). Workers import what they run, so it must be a module
+    function. Imported here, not at start-up: a single run never needs multiprocessing."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=processes,
+                               mp_context=multiprocessing.get_context("forkserver"))
+
+
 def run_all(exps: list[Experiment], processes: int | None = None,
             on_done: Callable[[Experiment], None] | None = None) -> list[RunResult]:
     """Run experiments in a process pool, results in the order of ``exps``; ``processes=1``
@@ -115,10 +131,9 @@ def run_all(exps: list[Experiment], processes: int | None = None,
             results.append(run(e))
             done(e)
         return results
-    # Here, not at import: multiprocessing is a start-up cost a single run never needs.
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    with ProcessPoolExecutor(max_workers=n) as pool:
+    with worker_pool(n) as pool:
         futures = {pool.submit(run, e): i for i, e in enumerate(exps)}
         for fut in as_completed(futures):
             fut.result()  # a failed run fails the whole comparison, as before

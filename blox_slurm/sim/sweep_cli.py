@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +17,7 @@ from ..core.composition import CompositionError
 from ..core.registry import PolicyError
 from ..logs import console
 from ..workloads.schema import WorkloadError
-from .experiment import Experiment
+from .experiment import Experiment, worker_pool
 from .progress import describe, progress
 from .simulator import SimulationError
 from .sweep import (
@@ -53,7 +53,7 @@ def _run_local(out: Path, todo: list[tuple[str, Experiment]], total: int,
     """Run the cells in a pool, each result written as it finishes; the failed cells' lines."""
     failed = []
     with progress(total, total - len(todo), "cells") as tick, \
-            ProcessPoolExecutor(max_workers=processes) as pool:
+            worker_pool(processes) as pool:
         futures: dict[Future[Path], Experiment] = {
             pool.submit(run_cell, out, cid, exp): exp for cid, exp in todo}
         for fut in as_completed(futures):
