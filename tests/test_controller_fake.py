@@ -4,6 +4,7 @@ workload and composition. The live suites run the same controller on a real slur
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from collections import Counter
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blox_slurm.loading import load
+from blox_slurm.slurm import controller as controller_module
 from blox_slurm.slurm.controller import Controller
 from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import read_heartbeat
@@ -147,3 +149,33 @@ def test_a_stopping_controller_hands_back_its_held_jobs_if_configured(
     assert fake.jobs[first].job.state == "RUNNING"
     left = fake.jobs[waiting].job
     assert left.pending and left.held is not handback
+
+
+def test_the_collector_waits_for_the_end_of_a_round(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's garbage collector is off while a round runs (see collector_paused), on
+    again after it, a round that fails included; one that was off stays off."""
+    fake = FakeSlurm([(2, 4)])
+    fake.submit_job(1, runtime=60.0)
+    ctl = controller(fake, tmp_path, "fifo")
+    during: list[bool] = []
+    decide = controller_module.decide
+
+    def watching(*args: object, **kwargs: object) -> object:
+        during.append(gc.isenabled())
+        return decide(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(controller_module, "decide", watching)
+    assert gc.isenabled()
+    assert ctl.round().error == "" and during == [False] and gc.isenabled()
+    monkeypatch.setattr(controller_module, "decide", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        ctl.round()
+    assert gc.isenabled()
+    monkeypatch.setattr(controller_module, "decide", watching)
+    gc.disable()
+    try:
+        ctl.round()
+        assert not gc.isenabled() and during == [False, False]
+    finally:
+        gc.enable()
