@@ -115,7 +115,8 @@ class QueueReader:
         (22.05): a controller starting beside a busy cluster needs it for the GPUs of every
         run, and read after the queue it was the slowest call of that round (0.45 s of
         ``scontrol`` at 20,000 jobs, most of it the client's own formatting, which a second
-        core does while this one parses the queue). Later reads know the runs already and
+        core does while this one parses the queue; spooled, see :meth:`Runner.run`). Later
+        reads know the runs already and
         read a new one on its own. The listing may be a moment older or newer than the
         queue: :meth:`_held_all` takes from it only the runs whose start it shows.
         Leaving waits for the read, so no thread or ``scontrol`` outlives the call."""
@@ -123,7 +124,7 @@ class QueueReader:
             yield None
             return
         with ThreadPoolExecutor(1, thread_name_prefix="blox-listing") as pool:
-            yield pool.submit(self.runner.run, LISTING, idempotent=True)
+            yield pool.submit(self.runner.run, LISTING, idempotent=True, spool=True)
 
     def _parse(self, fmt: PlainFormat, out: str, excluded: Mapping[int, str] | None
                ) -> list[ParsedJob]:

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -349,3 +353,25 @@ def test_memory_per_gpu_is_what_slurm_allocates() -> None:
             "Partition=blox NumNodes=1 NumCPUs=1 NumTasks=1 TresPerNode=gres:gpu:2 "
             "MinMemoryCPU=4G MemPerTres=gres:gpu:2048")
     assert job_from_scontrol(line).memory_mb == 2 * 2048
+
+
+def test_a_spooled_output_is_the_piped_one() -> None:
+    """``spool``: the command writes into a regular file, not a pipe, and the text read back
+    is what the pipe gives (2 MB, not ASCII, CRLF line ends); a failure's exit code and
+    stderr are as before."""
+    outs: list[int] = []
+
+    def execute(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        out = kw.get("stdout")
+        outs.append(os.fstat(out.fileno()).st_mode if out is not None else 0)
+        return subprocess.run(argv, **kw)  # noqa: S603, PLW1510 (check=False is in kw)
+
+    r = Runner(None, execute=execute)
+    argv = [sys.executable, "-c", "import sys; sys.stdout.write('JobId=1 \\u00c4\\r\\n' * 200000)"]
+    assert r.run(argv, idempotent=True, spool=True) == r.run(argv, idempotent=True)
+    assert stat.S_ISREG(outs[0]) and outs[1] == 0
+    fail = [sys.executable, "-c", "import sys; sys.stdout.write('x'); "
+            "sys.stderr.write('Invalid job id specified for job 7'); sys.exit(1)"]
+    with pytest.raises(SlurmError) as err:
+        r.run(fail, idempotent=True, spool=True)
+    assert err.value.returncode == 1 and err.value.failed_ids == (7,)
