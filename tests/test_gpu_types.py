@@ -38,6 +38,23 @@ def test_allowed_keeps_only_nodes_of_the_type_case_insensitively() -> None:
     assert allowed(s, typed(2, 1, "K80"), free_of(s)).count == 8
 
 
+def test_allowed_answers_for_the_nodes_of_each_snapshot_not_an_earlier_one() -> None:
+    """The nodes of a type are remembered per node list: the same names with other types
+    (a controller's next round after an admin retyped a node) get their own answer."""
+    retyped = build_cluster([("V100", 1, 4), ("k80", 2, 4)])  # node1 is the V100 now
+    for shape, node in ((SHAPE, "node3"), (retyped, "node1"), (SHAPE, "node3")):
+        s = snapshot(shape, [])
+        assert set(allowed(s, typed(2, 1, "v100"), free_of(s)).by_node) == {node}
+
+
+def test_giving_back_gpus_of_several_nodes_keeps_each_node_sorted_and_counted() -> None:
+    s = snapshot(SHAPE, [running(1, [0, 1, 5, 8]), running(2, [2, 9])])
+    free = free_of(s)
+    free.give([9, 5, 0, 8])  # jobs' GPUs in any order, over three nodes
+    assert free.by_node == {"node1": (0, 3), "node2": (4, 5, 6, 7), "node3": (8, 9, 10, 11)}
+    assert free.count == 10
+
+
 @pytest.mark.parametrize("policy", PLACEMENTS, ids=lambda p: type(p).__name__)
 def test_every_placement_puts_a_typed_job_on_its_type_only(policy) -> None:
     s = snapshot(SHAPE, [running(1, [8])])

@@ -88,13 +88,17 @@ class FreeGpus:
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted or finished job (only those on nodes still
         schedulable)."""
-        gpus_ = self._gpus
-        for node in {gpus_[g].node for g in gpus}:
-            free = self.by_node.get(node)
+        gpus_, by_node = self._gpus, self.by_node
+        # One pass groups them by node: a preemption trial returns the GPUs of dozens of
+        # victims at once, and a pass per node touched was most of a Gavel run's time.
+        back: dict[str, list[GpuId]] = {}
+        for g in gpus:
+            back.setdefault(gpus_[g].node, []).append(g)
+        for node, mine in back.items():
+            free = by_node.get(node)
             if free is not None:
-                back = [g for g in gpus if gpus_[g].node == node]
-                self.by_node[node] = tuple(sorted((*free, *back)))
-                self.count += len(back)
+                by_node[node] = tuple(sorted((*free, *mine)))
+                self.count += len(mine)
 
 
 def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, ...] | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from .abstractions import FreeGpus, FreeView
-from .model import ClusterSnapshot, GpuId, Job
+from .model import ClusterSnapshot, GpuId, Job, Node
 
 HINT = "gpu_type"
 #: The GPU types a job may use, comma-separated: set only by the simulator for a trace job
@@ -94,20 +94,41 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     needs = per_node_needs(snapshot, job, booked)
     if want is None and not needs:
         return free
-    keep = None
-    if want is not None:
-        keep = {n.name for n in snapshot.nodes if n.gpu_type.casefold() in want}
-    # A node with more free GPUs than the world reported got a victim's GPUs back in this
-    # round (a preemption trial): the victim's CPUs and memory come back with them.
-    given_back = snapshot.free.by_node if snapshot.free is not None else {}
-    by_node = {name: gpus for name, gpus in free.by_node.items()
-               if (keep is None or name in keep)
-               and (all(have.get(name, need) - used.get(name, 0) >= need
-                        for have, used, need in needs)
-                    or len(gpus) > len(given_back.get(name, gpus)))}
+    keep = None if want is None else _nodes_of_types(snapshot.nodes, want)
+    if not needs and keep is not None:  # the type alone narrows: every preemption trial
+        by_node = {name: gpus for name, gpus in free.by_node.items() if name in keep}
+    else:
+        # A node with more free GPUs than the world reported got a victim's GPUs back in
+        # this round (a preemption trial): the victim's CPUs and memory come back with them.
+        given_back = snapshot.free.by_node if snapshot.free is not None else {}
+        by_node = {name: gpus for name, gpus in free.by_node.items()
+                   if (keep is None or name in keep)
+                   and (all(have.get(name, need) - used.get(name, 0) >= need
+                            for have, used, need in needs)
+                        or len(gpus) > len(given_back.get(name, gpus)))}
     if len(by_node) == len(free.by_node):
         return free  # nothing narrowed: no copy (this runs in every preemption trial)
     return FreeGpus(by_node, snapshot.gpus)
+
+
+#: The last node list seen and, per set of types, its nodes of those types: a world keeps one
+#: node tuple while its nodes do not change, and a Gavel run asks millions of times (one
+#: placement trial each) for the same few answers. One tuple, replaced whole, so a reader
+#: never pairs one node list with another's answers.
+_TYPED: tuple[tuple[Node, ...], dict[frozenset[str], frozenset[str]]] = ((), {})
+
+
+def _nodes_of_types(nodes: tuple[Node, ...], want: frozenset[str]) -> frozenset[str]:
+    """The names of ``nodes`` whose GPU type (case-folded) is in ``want``."""
+    global _TYPED
+    seen, memo = _TYPED
+    if seen is not nodes:
+        memo = {}
+        _TYPED = (nodes, memo)
+    keep = memo.get(want)
+    if keep is None:
+        keep = memo[want] = frozenset(n.name for n in nodes if n.gpu_type.casefold() in want)
+    return keep
 
 
 def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | None:
