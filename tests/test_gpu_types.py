@@ -114,3 +114,24 @@ def test_preemption_for_a_typed_job_stops_only_jobs_on_that_type() -> None:
     d = decide(snapshot(SHAPE, jobs), comp("test-types-v100"))
     assert d.preempt == (3,)  # job 2's k80s would not help
     assert started(d) == {1: (8, 9, 10, 11)}
+
+
+@pytest.mark.parametrize("minimize", [True, False])
+def test_a_policy_that_spares_is_offered_only_victims_of_the_type(minimize: bool) -> None:
+    """Stopping job 2 (k80s) frees nothing a V100 job can use: a policy that spares what it
+    did not need is not offered it (fewer trials, same victims); one that stops every victim
+    it tries (Blox) still is, and stops it."""
+    c = comp("test-types-v100", preemption={"policy": "priority", "minimize": minimize})
+    offered: list[list[int]] = []
+    victims = c.preemption.victims
+
+    def spy(job, candidates, free, count, fits):
+        offered.append([v.id for v in candidates])
+        return victims(job, candidates, free, count, fits)
+
+    c.preemption.victims = spy
+    jobs = [pending(1, 4, submit=0.0), running(2, [0, 1, 2, 3], submit=6.0),
+            running(3, [8, 9, 10, 11], submit=5.0)]  # the k80 job is ranked last
+    d = decide(snapshot(SHAPE, jobs), c)
+    assert offered == ([[3]] if minimize else [[3, 2]])  # ranked highest first
+    assert set(d.preempt) == ({3} if minimize else {2, 3})

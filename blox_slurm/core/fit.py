@@ -94,7 +94,7 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     needs = per_node_needs(snapshot, job, booked)
     if want is None and not needs:
         return free
-    keep = None if want is None else _nodes_of_types(snapshot.nodes, want)
+    keep = None if want is None else nodes_of_types(snapshot.nodes, want)
     if not needs and keep is not None:  # the type alone narrows: every preemption trial
         by_node = {name: gpus for name, gpus in free.by_node.items() if name in keep}
     else:
@@ -118,7 +118,7 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
 _TYPED: tuple[tuple[Node, ...], dict[frozenset[str], frozenset[str]]] = ((), {})
 
 
-def _nodes_of_types(nodes: tuple[Node, ...], want: frozenset[str]) -> frozenset[str]:
+def nodes_of_types(nodes: tuple[Node, ...], want: frozenset[str]) -> frozenset[str]:
     """The names of ``nodes`` whose GPU type (case-folded) is in ``want``."""
     global _TYPED
     seen, memo = _TYPED

@@ -44,7 +44,7 @@ from operator import attrgetter, not_
 
 from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
 from .composition import Composition
-from .fit import Booked, allowed, gpu_count
+from .fit import Booked, allowed, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, Start
 
@@ -269,9 +269,11 @@ class _Walk:
         candidates = live.below(pos)
         if among is not None:
             candidates = [v for v in candidates if v.id in among]
+        comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
+        if self.spare:
+            candidates = _on_its_types(snapshot, job, types.get(job.id), candidates)
         if not candidates:
             return False
-        comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
 
         def fits(trial: FreeView) -> bool:
             return _place(comp, snapshot, types, job, want, trial, booked) is not None
@@ -306,6 +308,19 @@ class _Walk:
                 gpus = self.relocate(v, at)
                 if gpus is not None:
                     self.ledger.restart(v.id, gpus)
+
+
+def _on_its_types(snapshot: ClusterSnapshot, job: Job, gpu_type: str | None,
+                  candidates: list[Job]) -> list[Job]:
+    """The candidates holding a GPU of a type ``job`` may use. Stopping any other frees
+    nothing it can take, so a policy that spares the victims it did not need would spare it
+    again: leaving them out gives the same victims in fewer, smaller trials (a Gavel round
+    makes room dozens of times, with the jobs of every type ranked below)."""
+    want = required_types(job, gpu_type)
+    if want is None:
+        return candidates
+    keep, node_of = nodes_of_types(snapshot.nodes, want), snapshot.gpus
+    return [v for v in candidates if any(node_of[g].node in keep for g in v.gpus)]
 
 
 class _Live:
