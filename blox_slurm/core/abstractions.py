@@ -202,8 +202,9 @@ class PreemptionPolicy(Protocol):
         self, job: Job, candidates: Sequence[Job], free: FreeView, count: int, fits: Fits
     ) -> Sequence[Job]:
         """Running jobs to stop so ``job`` (wanting ``count`` GPUs) fits, chosen from
-        ``candidates`` (ranked below it, lowest last); ``fits(trial)`` asks the placement policy.
-        Empty when preempting would not make it fit or is not wanted."""
+        ``candidates`` (ranked below it, lowest last; for a policy that ``spares_victims``,
+        only those holding a GPU of a type ``job`` may use); ``fits(trial)`` asks the
+        placement policy. Empty when preempting would not make it fit or is not wanted."""
         ...
 
 
