@@ -139,6 +139,7 @@ class _Walk:
         self._live: _Live | None = None  # running jobs that may still be stopped, on first need
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
         self.resized = _resized(self.order, self.alloc)  # running job -> its other count
+        self._held: dict[int, frozenset[str]] = {}  # running job -> the nodes of its GPUs
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
         return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
@@ -271,7 +272,7 @@ class _Walk:
             candidates = [v for v in candidates if v.id in among]
         comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
         if self.spare:
-            candidates = _on_its_types(snapshot, job, types.get(job.id), candidates)
+            candidates = self._on_its_types(job, candidates)
         if not candidates:
             return False
 
@@ -284,6 +285,25 @@ class _Walk:
             self.free.give(v.gpus)
             heapq.heappush(self.victims_due, (live.leave(v), v))
         return bool(victims)
+
+    def _on_its_types(self, job: Job, candidates: list[Job]) -> list[Job]:
+        """The candidates holding a GPU of a type ``job`` may use. Stopping any other frees
+        nothing it can take, so a policy that spares the victims it did not need would spare
+        it again: leaving them out gives the same victims in fewer, smaller trials (a Gavel
+        round makes room dozens of times, with the jobs of every type ranked below)."""
+        want = required_types(job, self.types.get(job.id))
+        if want is None:
+            return candidates
+        keep, held = nodes_of_types(self.snapshot.nodes, want), self._held
+        node_of = self.snapshot.gpus
+        out = []
+        for v in candidates:
+            nodes = held.get(v.id)
+            if nodes is None:  # a job's nodes, once per round: it is asked about dozens of times
+                nodes = held[v.id] = frozenset(node_of[g].node for g in v.gpus)
+            if not keep.isdisjoint(nodes):
+                out.append(v)
+        return out
 
     def live(self) -> _Live:
         if self._live is None:
@@ -308,19 +328,6 @@ class _Walk:
                 gpus = self.relocate(v, at)
                 if gpus is not None:
                     self.ledger.restart(v.id, gpus)
-
-
-def _on_its_types(snapshot: ClusterSnapshot, job: Job, gpu_type: str | None,
-                  candidates: list[Job]) -> list[Job]:
-    """The candidates holding a GPU of a type ``job`` may use. Stopping any other frees
-    nothing it can take, so a policy that spares the victims it did not need would spare it
-    again: leaving them out gives the same victims in fewer, smaller trials (a Gavel round
-    makes room dozens of times, with the jobs of every type ranked below)."""
-    want = required_types(job, gpu_type)
-    if want is None:
-        return candidates
-    keep, node_of = nodes_of_types(snapshot.nodes, want), snapshot.gpus
-    return [v for v in candidates if any(node_of[g].node in keep for g in v.gpus)]
 
 
 class _Live:
