@@ -160,6 +160,8 @@ def per_node_needs(snapshot: ClusterSnapshot, job: Job, booked: Booked | None = 
     for every resource the world counts and the job asks for: CPUs and memory split evenly
     over its bound node count. A job that may spread needs at least one CPU per node and an
     unknown share of its memory (Slurm's choice), so memory is not checked for it."""
+    if snapshot.cpus_free is None and snapshot.memory_free is None:
+        return []  # a world that counts neither (the simulator's traces): once per trial
     nodes = required_nodes(job)
     cpus_used = booked.cpus if booked is not None else {}
     memory_used = booked.memory if booked is not None else {}
