@@ -54,7 +54,7 @@ class CliBackend:
     ) -> None:
         self.runner = runner or Runner(conf, timeout, retry)
         self._dialect: Dialect | None = None
-        self._queue = QueueReader(self.runner, self.json_jobs)
+        self._queue = QueueReader(self.runner, self._json_jobs)
         # job id -> "A_T" for every array task of the last read (see SlurmJob.ref)
         self._refs: dict[int, str] = {}
 
@@ -144,7 +144,10 @@ class CliBackend:
         least ``ids`` (only those where Slurm honours ``--jobs``). The reference the plain
         read is tested against, and where it takes the reason codes Slurm prints as a
         description (:mod:`~.queue_read`); seconds and gigabytes at 20,000 jobs."""
-        argv = self.dialect().json_argv(ids)
+        return self._json_jobs(self.dialect().json_argv(ids))
+
+    def _json_jobs(self, argv: list[str]) -> list[SlurmJob]:
+        """The job records of one ``squeue --json`` read."""
         return self._records(argv, "jobs", job_from_json)
 
     def get_job(self, job_id: int) -> SlurmJob | None:

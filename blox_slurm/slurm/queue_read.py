@@ -11,7 +11,8 @@ A read (see ``docs/controller.md``, "What a round does to Slurm"):
 3. for each job that began a run since the last read and holds GPUs: ``scontrol -d show
    job -o REF`` (the GPU indices it holds on each node), kept while that run lasts; for
    more than :data:`ONE_BY_ONE` new runs, one read of them all (on 22.05 the listing of
-   every job, which a reader's first read asks for beside the queue read);
+   every job, later their JSON records), which a reader's first read makes beside the
+   queue read (:meth:`QueueReader._read_ahead`);
 4. for each array first seen without a record that shows its throttle (``3-9%3``):
    ``scontrol show job -o REF`` of one record (``ArrayTaskThrottle``), kept while the array
    is in the queue;
@@ -29,8 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import TypeVar
 
 from .arrays import bracket
 from .client import GresAlloc, SlurmError, SlurmJob
@@ -51,9 +53,12 @@ CODE_FIRST = ("ReqNodeNotAvail, ",)
 ONE_BY_ONE = 16
 #: The listing of every job with the GPU indices each holds (``-d``), for 22.05.
 LISTING = ("scontrol", "-d", "show", "job", "-o")
+#: The running jobs' JSON records, for a Slurm whose ``--json`` honours filters (24.11 on).
+RUNNING_JSON = ("squeue", "--json", "--states=RUNNING")
 
-JsonJobs = Callable[[list[int]], list[SlurmJob]]
+JsonRead = Callable[[list[str]], list[SlurmJob]]
 _Run = tuple[int, float | None]  # (job id, start of its run)
+_T = TypeVar("_T")
 
 
 def described(reason: str) -> bool:
@@ -70,12 +75,13 @@ def code_of(reason: str) -> str | None:
 
 
 class QueueReader:
-    """Reads the queue for one :class:`~.cli_backend.CliBackend` (its runner, and its JSON
-    reader for reason codes), keeping what it may reuse between reads."""
+    """Reads the queue for one :class:`~.cli_backend.CliBackend` (its runner, and its reader
+    of ``squeue --json`` records for a given argv), keeping what it may reuse between
+    reads."""
 
-    def __init__(self, runner: Runner, json_jobs: JsonJobs) -> None:
+    def __init__(self, runner: Runner, json_read: JsonRead) -> None:
         self.runner = runner
-        self._json_jobs = json_jobs
+        self._json_read = json_read
         self._format: PlainFormat | None = None
         self._parsed: dict[str, ParsedJob] = {}  # raw record -> job, from the last read
         self._gpus: dict[_Run, Mapping[str, GresAlloc]] = {}
@@ -95,7 +101,7 @@ class QueueReader:
         fmt = self.plain_format(dialect)
         where = [] if partitions is None else [f"--partition={','.join(sorted(partitions))}"]
         argv = [*dialect.plain_squeue, *where]
-        with self._listing_ahead(dialect) as listing:
+        with self._read_ahead(dialect, where) as ahead:
             out = self.runner.run(argv, idempotent=True)
             excluded = None if fmt.exc_nodes else self._excluded(argv, dialect)
             try:
@@ -103,28 +109,33 @@ class QueueReader:
             except MalformedField as e:
                 raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
             jobs = self._with_throttles(jobs, dialect)
-            self._gpus = self._gpus_of(jobs, dialect, listing)
+            self._gpus = self._gpus_of(jobs, dialect, ahead)
         self._first = False
         held = [_holding(j, self._gpus.get((j.job_id, j.start_time))) for j in jobs]
         return self._with_codes(held, dialect)
 
     @contextmanager
-    def _listing_ahead(self, dialect: Dialect) -> Iterator[Future[str] | None]:
-        """The listing of every job (:data:`LISTING`), read beside the queue on this
-        reader's first read on a Slurm whose ``--json`` cannot be asked for some jobs only
-        (22.05): a controller starting beside a busy cluster needs it for the GPUs of every
-        run, and read after the queue it was the slowest call of that round (0.45 s of
-        ``scontrol`` at 20,000 jobs, most of it the client's own formatting, which a second
-        core does while this one parses the queue; spooled, see :meth:`Runner.run`). Later
-        reads know the runs already and
-        read a new one on its own. The listing may be a moment older or newer than the
-        queue: :meth:`_held_all` takes from it only the runs whose start it shows.
-        Leaving waits for the read, so no thread or ``scontrol`` outlives the call."""
-        if not self._first or dialect.json_filters:
-            yield None
+    def _read_ahead(self, dialect: Dialect, where: list[str]) -> Iterator[_Ahead]:
+        """On this reader's first read, the read of every run's GPUs, started in a second
+        thread before the queue read: the listing of every job on 22.05 (:data:`LISTING`,
+        spooled, see :meth:`Runner.run`), the running jobs' JSON records later
+        (:data:`RUNNING_JSON`). A controller starting beside a busy cluster needs it for the
+        GPUs of every run, and read after the queue it was the slowest call of that round
+        (0.45 s of ``scontrol`` at 20,000 jobs, most of it the client's own formatting,
+        which a second core does while this one parses the queue). Later reads know the runs
+        already and read a new one on its own. What was read ahead may be a moment older
+        or newer than the queue: :meth:`_held_all` takes from it only the runs whose start
+        it shows. Leaving waits for the read, so no thread or Slurm client outlives the
+        call."""
+        if not self._first:
+            yield _Ahead()
             return
-        with ThreadPoolExecutor(1, thread_name_prefix="blox-listing") as pool:
-            yield pool.submit(self.runner.run, LISTING, idempotent=True, spool=True)
+        with ThreadPoolExecutor(1, thread_name_prefix="blox-read-ahead") as pool:
+            if dialect.json_filters:
+                yield _Ahead(running=pool.submit(self._json_read, [*RUNNING_JSON, *where]))
+            else:
+                yield _Ahead(listing=pool.submit(self.runner.run, LISTING, idempotent=True,
+                                                 spool=True))
 
     def _parse(self, fmt: PlainFormat, out: str, excluded: Mapping[int, str] | None
                ) -> list[ParsedJob]:
@@ -181,34 +192,38 @@ class QueueReader:
         except MalformedField as e:
             raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
 
-    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect, listing: Future[str] | None
+    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect, ahead: _Ahead
                  ) -> dict[_Run, Mapping[str, GresAlloc]]:
         """The GPUs each job in a run holds on each node, kept from the read that first saw
         that run (the indices do not change while it lasts). New runs are read one by one,
         or all in one read when there are more than :data:`ONE_BY_ONE` (a controller
-        starting beside a busy cluster) or the ``listing`` of every job was read anyway."""
+        starting beside a busy cluster) or it was read ``ahead`` anyway."""
         running = {(j.job_id, j.start_time): j for j in jobs
                    if j.in_run and j.num_gpus and j.nodes}
         known = {k: a for k in running if (a := self._gpus.get(k)) is not None}
         new = [j for k, j in running.items() if k not in known]
-        if new and (listing is not None or len(new) > ONE_BY_ONE):
-            known.update(self._held_all(new, dialect, listing))
+        if new and (ahead.started or len(new) > ONE_BY_ONE):
+            known.update(self._held_all(new, dialect, ahead))
         known.update(((j.job_id, j.start_time), self._held(j, dialect)) for j in new
                      if (j.job_id, j.start_time) not in known)
         return known
 
-    def _held_all(self, new: list[ParsedJob], dialect: Dialect, listing: Future[str] | None
+    def _held_all(self, new: list[ParsedJob], dialect: Dialect, ahead: _Ahead
                   ) -> dict[_Run, Mapping[str, GresAlloc]]:
         """Many new runs in one read: their JSON records where Slurm honours ``--jobs``,
-        else every job's ``scontrol -d show job -o`` record (the ``listing`` when it was read
-        already). A job not found there exactly once (gone, or a name posing as a record), or
-        found in another run than the queue's, is left to a read of its own."""
+        else every job's ``scontrol -d show job -o`` record (what was read ``ahead``, when it
+        was and did not fail). A job not found there exactly once (gone, or a name posing as
+        a record), or found in another run than the queue's, is left to a read of its own."""
         if dialect.json_filters:
-            records = {j.job_id: j for j in self._json_jobs([j.job_id for j in new])}
+            read = _result(ahead.running)
+            if read is None:
+                read = self._json_jobs([j.job_id for j in new], dialect)
+            records = {j.job_id: j for j in read}
             return {(j.job_id, j.start_time): r.gpu_alloc for j in new
                     if (r := records.get(j.job_id)) is not None and r.start_time == j.start_time}
-        out = listing.result() if listing is not None else self.runner.run(
-            LISTING, idempotent=True)
+        out = _result(ahead.listing)
+        if out is None:
+            out = self.runner.run(LISTING, idempotent=True)
         by_id = job_records(out, {j.job_id for j in new})
         try:
             runs = [(j, *held_run(found[0], j.job_id, j.name)) for j in new
@@ -217,6 +232,10 @@ class QueueReader:
             raise SlurmError(f"`{' '.join(LISTING)}` on {dialect}: {e}", LISTING) from None
         return {(j.job_id, j.start_time): MappingProxyType(alloc)
                 for j, start, alloc in runs if start == j.start_time}
+
+    def _json_jobs(self, ids: list[int], dialect: Dialect) -> list[SlurmJob]:
+        """JSON records of at least ``ids`` (of every job where Slurm ignores ``--jobs``)."""
+        return self._json_read(dialect.json_argv(ids))
 
     def _held(self, job: ParsedJob, dialect: Dialect) -> Mapping[str, GresAlloc]:
         argv = ["scontrol", "-d", "show", "job", "-o", job.ref]
@@ -233,11 +252,36 @@ class QueueReader:
         codes = {k: c for k in todo if (c := self._codes.get(k) or code_of(k[1]))}
         unknown = sorted(i for i, reason in todo if (i, reason) not in codes)
         if unknown:
-            by_id = {j.job_id: j.reason for j in self._json_jobs(unknown)}
+            by_id = {j.job_id: j.reason for j in self._json_jobs(unknown, dialect)}
             codes.update(((i, r), by_id[i]) for i, r in todo if i in by_id)
         self._codes = codes
         return [replace(j, reason=codes[k]) if (k := (j.job_id, j.reason)) in codes else j
                 for j in jobs]
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """What a first read reads beside the queue (see :meth:`QueueReader._read_ahead`): the
+    listing of every job (22.05) or the running jobs' JSON records; neither on other
+    reads."""
+
+    listing: Future[str] | None = None
+    running: Future[list[SlurmJob]] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.listing is not None or self.running is not None
+
+
+def _result(read: Future[_T] | None) -> _T | None:
+    """What a read ahead gave; None when there was none or it failed: the caller reads
+    again, and a failure that lasts is that read's to report."""
+    if read is None:
+        return None
+    try:
+        return read.result()
+    except SlurmError:
+        return None
 
 
 def _holding(job: ParsedJob, alloc: Mapping[str, GresAlloc] | None) -> ParsedJob:

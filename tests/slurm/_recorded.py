@@ -69,6 +69,8 @@ class Recorded:
         name = self.files.get(tuple(a for a in argv if not a.startswith("--jobs=")))
         if name is not None:
             return self._json(name)
+        if argv[:3] == ["squeue", "--json", "--states=RUNNING"]:
+            return self._running(argv)
         if argv[:2] == ["scontrol", "-d"] or argv[:3] == ["scontrol", "show", "job"]:
             return self._job(argv[-1])
         if argv[:2] == ["squeue", "-h"]:
@@ -83,6 +85,19 @@ class Recorded:
             return text
         data = json.loads(text)
         self.edit(name, data)
+        return json.dumps(data)
+
+    def _running(self, argv: list[str]) -> str | None:
+        """``squeue --json --states=RUNNING [--partition=P,..]``: the recorded JSON's running
+        jobs (of those partitions), as Slurm from 24.11 filters them."""
+        text = self._json("squeue.json")
+        if text is None:
+            return None
+        parts = next((a.partition("=")[2].split(",") for a in argv
+                      if a.startswith("--partition=")), None)
+        data = json.loads(text)
+        data["jobs"] = [j for j in data["jobs"] if "RUNNING" in j["job_state"]
+                        and (parts is None or j["partition"] in parts)]
         return json.dumps(data)
 
     def _job(self, ref: str) -> str:

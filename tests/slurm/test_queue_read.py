@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _recorded import backend, position, tokens
@@ -14,7 +15,7 @@ from _recorded import backend, position, tokens
 from blox_slurm.slurm import queue_read
 from blox_slurm.slurm.client import SlurmError
 from blox_slurm.slurm.parse import ParsedJob, job_records
-from blox_slurm.slurm.queue_read import LISTING, code_of, described
+from blox_slurm.slurm.queue_read import LISTING, RUNNING_JSON, code_of, described
 from blox_slurm.slurm.squeue_plain import job_from_plain
 
 FIX = Path(__file__).parent / "fixtures"
@@ -33,11 +34,11 @@ def test_a_steady_read_is_one_call_two_on_22_05(version: str) -> None:
     n = len(fake.argvs)
     cli.list_jobs()
     first = _reads(fake.argvs, n)
-    details = [a for a in first if a[:2] == ("scontrol", "-d")]
-    # each running GPU job's indices, once: on 22.05 from the listing of every job, read
-    # beside the first queue read (test_the_first_read_lists_every_job_beside_the_queue)
-    assert details == ([LISTING] if version == "22.05" else
-                       [("scontrol", "-d", "show", "job", "-o", str(i)) for i in (1, 2, 3, 6)])
+    details = [a for a in first if a[:2] == ("scontrol", "-d") or a[:2] == ("squeue", "--json")]
+    # each running GPU job's indices, once, read beside the first queue read: the listing of
+    # every job on 22.05 (test_the_first_read_lists_every_job_beside_the_queue), the running
+    # jobs' JSON records later
+    assert details == ([LISTING] if version == "22.05" else [RUNNING_JSON])
     n = len(fake.argvs)
     cli.list_jobs()
     assert [a[0] for a in _reads(fake.argvs, n)] == (
@@ -119,7 +120,7 @@ def test_a_description_with_no_known_code_is_read_once_from_json(version: str) -
     cli, fake = backend(FIX / version, plain=describe)
     job = next(j for j in cli.list_jobs() if j.job_id == 5)
     assert job.reason == "Resources"  # the code the JSON gives
-    asked = [a for a in fake.argvs if "--json" in a and a[0] == "squeue"]
+    asked = [a for a in fake.argvs if "--json" in a and a[0] == "squeue" and a != RUNNING_JSON]
     only_five = ("squeue", "--json", "--states=all", "--jobs=5")
     assert asked == [only_five if version != "22.05" else only_five[:-1]]
     n = len(fake.argvs)
@@ -163,15 +164,27 @@ def test_descriptions_and_codes() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_many_new_runs_are_read_in_one_call(version: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """A controller starting beside a busy cluster: one read for all the running jobs' GPUs
-    (their JSON records where --jobs is honoured, every job's scontrol record on 22.05)."""
+    """More new runs than ONE_BY_ONE after the first read (which reads every run's GPUs
+    ahead): one read for all of them (their JSON records where --jobs is honoured, every
+    job's scontrol record on 22.05). The first read here does not show them yet."""
+    def hidden(text: str) -> str:
+        if shown:
+            return text
+        field_end, record_end = tokens(cli.runner.env)
+        return "".join(r + record_end + "\n" for r in text.split(record_end + "\n")[:-1]
+                       if r.split(field_end)[0] not in {"1", "2", "3", "6"})
+
     monkeypatch.setattr(queue_read, "ONE_BY_ONE", 2)
-    cli, fake = backend(FIX / version)
+    shown = False
+    cli, fake = backend(FIX / version, plain=hidden)
+    assert not {1, 2, 3, 6} & {j.job_id for j in cli.list_jobs(finished=True)}
+    shown = True
+    n = len(fake.argvs)
     jobs = {j.job_id: j for j in cli.list_jobs(finished=True)}
-    asked = [a for a in fake.argvs if a[0] == "scontrol" or "--json" in a and a[0] == "squeue"]
+    asked = [a for a in _reads(fake.argvs, n)
+             if a[0] == "scontrol" or "--json" in a and a[0] == "squeue"]
     assert asked == ([("scontrol", "-d", "show", "job", "-o")] if version == "22.05" else
-                     [("scontrol", "show", "job", "-o", "8_0"),
-                      ("squeue", "--json", "--states=all", "--jobs=1,2,3,6")])
+                     [("squeue", "--json", "--states=all", "--jobs=1,2,3,6")])
     json = {j.job_id: j for j in cli.json_jobs()}
     assert all(jobs[i].gpu_alloc == json[i].gpu_alloc and jobs[i].gpu_alloc
                for i in (1, 2, 3, 6))
@@ -194,33 +207,54 @@ def test_a_name_posing_as_a_record_gets_its_job_a_read_of_its_own(
     assert one.gpu_alloc == next(j for j in cli.json_jobs() if j.job_id == 1).gpu_alloc
 
 
-def test_the_first_read_lists_every_job_beside_the_queue() -> None:
-    """22.05, a controller's first read: the listing of every job (for the GPUs of the runs
-    it finds) is asked for while the queue read is still under way, not after it. The queue
-    read here waits for the listing's call; read one after the other, it never comes."""
-    listed = threading.Event()
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_first_read_reads_every_runs_gpus_beside_the_queue(version: str) -> None:
+    """A controller's first read: the read of every run's GPUs (the listing of every job on
+    22.05, the running jobs' JSON records later) is asked for while the queue read is still
+    under way, not after it. The queue read here waits for that call; read one after the
+    other, it never comes."""
+    ahead = threading.Event()
 
     def listing(text: str) -> str:
-        listed.set()
+        ahead.set()
         return text
+
+    def running(name: str, data: dict[str, Any]) -> None:
+        if name == "squeue.json":
+            ahead.set()
 
     def queue(text: str) -> str:
         if not reads:
-            listed.wait(timeout=5)
+            ahead.wait(timeout=5)
         reads.append(text)
         return text
 
     reads: list[str] = []
-
-    cli, fake = backend(FIX / "22.05", plain=queue, listing=listing)
+    cli, fake = backend(FIX / version, plain=queue, listing=listing, edit=running)
     first = cli.list_jobs(finished=True)
-    assert listed.is_set()
-    assert [a for a in fake.argvs if a[0] == "scontrol"] == [LISTING]
+    assert ahead.is_set()
+    assert [a for a in fake.argvs if a[:2] in (("scontrol", "-d"), ("squeue", "--json"))] == [
+        LISTING if version == "22.05" else RUNNING_JSON]
     json = {j.job_id: j for j in cli.json_jobs()}
     assert all(j.gpu_alloc == json[j.job_id].gpu_alloc for j in first)
+    assert sum(bool(j.gpu_alloc) for j in first) == RUNNING_WITH_GPUS
     n = len(fake.argvs)
-    assert cli.list_jobs(finished=True) == first  # later reads: no listing
-    assert not [a for a in _reads(fake.argvs, n) if a[0] == "scontrol"]
+    assert cli.list_jobs(finished=True) == first  # later reads: nothing read ahead
+    assert not [a for a in _reads(fake.argvs, n) if a[0] == "scontrol" or "--json" in a]
+
+
+@pytest.mark.parametrize("version", ["24.11", "26.05"])
+def test_a_failed_read_ahead_is_read_again_after_the_queue(
+        version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The running jobs' JSON read ahead fails (here: refused): the first read does not
+    fail with it, and reads the new runs' records as it would without reading ahead."""
+    cli, fake = backend(FIX / version)
+    monkeypatch.setattr(fake, "_running", lambda argv: None)  # exit 1, "unrecognized option"
+    first = {j.job_id: j for j in cli.list_jobs(finished=True)}
+    assert ("squeue", "--json", "--states=all", "--jobs=1,2,3,6") in fake.argvs
+    json = {j.job_id: j for j in cli.json_jobs()}
+    assert all(first[i].gpu_alloc == json[i].gpu_alloc and first[i].gpu_alloc
+               for i in (1, 2, 3, 6))
 
 
 def test_a_listed_record_of_another_run_is_not_taken() -> None:
