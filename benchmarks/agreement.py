@@ -102,9 +102,16 @@ def run_case(case: Case, scale: Scale, jobs: int, seed: int) -> dict[str, object
             "wall_seconds": time.monotonic() - t0}
 
 
-def differences(rows: list[dict[str, Any]], key: str) -> list[float]:
-    """Each job's relative JCT difference between the simulator (``key``) and the emulator."""
-    return [abs(r[key] - r["emulator"]) / r["emulator"] for r in rows if r[key] is not None]
+def agreement(res: dict[str, object], rows: list[dict[str, Any]], label: object) -> list[str]:
+    """A line's first columns: scale, composition, ``label`` (seed), then the median / p90 /
+    worst relative JCT difference of ``rows`` for the simulator before and after."""
+    parts = [f"{res['scale']:<10} {res['composition']:<9} {label!s:<6}"]
+    for key in ("before", "after"):
+        diffs = [abs(r[key] - r["emulator"]) / r["emulator"] for r in rows
+                 if r[key] is not None]
+        med, p90, worst = stats(diffs)
+        parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
+    return parts
 
 
 def pooled_line(runs: list[dict[str, object]]) -> str:
@@ -112,21 +119,13 @@ def pooled_line(runs: list[dict[str, object]]) -> str:
     one start can flip a Tiresias demotion and every placement after it), so the pooled
     figure is the one to compare."""
     rows = [r for res in runs for r in res["rows"]]  # type: ignore[attr-defined]
-    first = runs[0]
-    parts = [f"{first['scale']:<10} {first['composition']:<9} {'pooled':<6}"]
-    for key in ("before", "after"):
-        med, p90, worst = stats(differences(rows, key))
-        parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
-    return "  ".join(parts) + f"  {len(runs)} runs, {len(rows)} jobs"
+    return "  ".join(agreement(runs[0], rows, "pooled")) + f"  {len(runs)} runs, {len(rows)} jobs"
 
 
 def summary_line(res: dict[str, object]) -> str:
     rows = res["rows"]
     assert isinstance(rows, list)
-    parts = [f"{res['scale']:<10} {res['composition']:<9} {res['seed']:<6}"]
-    for key in ("before", "after"):
-        med, p90, worst = stats(differences(rows, key))
-        parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
+    parts = agreement(res, rows, res["seed"])
     pre_e = sum(r["preempt_emulator"] for r in rows)
     pre_s = sum(r["preempt_sim"] or 0 for r in rows)
     parts.append(f"{pre_e:>4}/{pre_s:<4} {res['start_latency']:5.2f} {res['stop_latency']:5.2f}"
