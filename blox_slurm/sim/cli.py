@@ -167,10 +167,8 @@ def _sim_overrides(calibration: Path | None, round_: float | None, quantize: boo
 
 def _run_with_progress(exp: Experiment, quiet: bool) -> RunResult:
     """One run with a rich progress bar on stderr (jobs of the measured window finished)."""
-    if quiet:
-        return run(exp)
-    err = console(stderr=True)
-    if not err.is_terminal:
+    err = None if quiet else console(stderr=True)  # quiet (--json): Rich is never loaded
+    if err is None or not err.is_terminal:
         return run(exp)
     from rich.progress import (
         BarColumn,
