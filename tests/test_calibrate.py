@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from test_controller_fake import ROUND, controller, run_to_the_end
 from typer.testing import CliRunner
 
@@ -71,6 +72,32 @@ def test_a_restart_without_a_new_release_is_not_measured() -> None:
     assert "restart_cost" not in cal.simulation()
 
 
+# Two runs' stores (the same job ids, as two clusters number them): first starts 1, 2 and
+# 6, 8 s, restarts 9 and 3 s, rounds every 10 and every 4 s.
+RUN_A = Timings(rounds=[(0.0, 0.1), (10.0, 0.3), (20.0, 0.1)],
+                releases=[(1, 0.0), (2, 10.0), (1, 20.0)], runs={1: [1.0, 29.0], 2: [12.0]})
+RUN_B = Timings(rounds=[(100.0, 0.2), (104.0, 0.2), (108.0, 0.2)],
+                releases=[(1, 100.0), (2, 100.0), (1, 108.0)], runs={1: [106.0, 111.0],
+                                                                     2: [108.0]})
+
+
+def test_several_stores_are_calibrated_from_all_their_samples_pooled() -> None:
+    """The medians are those of the union of both runs' samples (neither run's own, nor
+    their mean), and each store's runs are matched to its own releases."""
+    a, b, pooled = calibrate(RUN_A), calibrate(RUN_B), calibrate(RUN_A, RUN_B)
+    assert (a.simulation()["start_latency"], b.simulation()["start_latency"]) == (1.5, 7.0)
+    assert sorted(pooled.first_starts) == [1.0, 2.0, 6.0, 8.0]
+    assert sorted(pooled.restarts) == [3.0, 9.0] and pooled.rounds == 6
+    assert pooled.round_period == 7.0 and pooled.round_seconds == 0.2
+    assert pooled.simulation() == {"round_duration": 7.0, "start_latency": 4.0,
+                                   "restart_cost": 2.0}  # median 6 of restarts, less 4
+
+
+def test_calibrating_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        calibrate()
+
+
 def fifo_run(tmp_path: Path) -> tuple[FakeSlurm, Controller]:
     """Twelve jobs of 1-4 GPUs from three users through a FIFO controller on the in-memory
     Slurm (4 nodes x 4 GPUs), to the end: one of them is stopped for another."""
@@ -113,6 +140,26 @@ def test_the_command_reports_every_kind_and_writes_the_table(tmp_path: Path) -> 
     expected = calibrate(ctl.store.timings())
     assert data["handovers"] == list(expected.handovers) != []  # the backfilled one's
     assert data["simulation"] == expected.simulation() and out.read_text() == expected.to_toml()
+
+
+def test_the_command_pools_the_stores_it_is_given(tmp_path: Path) -> None:
+    """``--store`` twice: one calibration from both runs' samples; a missing store is an
+    error, not a new empty store."""
+    stores = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        stores.append(fifo_run(tmp_path / name)[1].store)
+    args = [a for s in stores for a in ("--store", str(s.path))]
+    result = CliRunner().invoke(app, ["calibrate", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    one = calibrate(stores[0].timings())
+    assert len(data["first_starts"]) == 2 * len(one.first_starts) > 0
+    assert data["rounds"] == sum(len(s.timings().rounds) for s in stores)
+    assert data["simulation"] == calibrate(*(s.timings() for s in stores)).simulation()
+    missing = CliRunner().invoke(app, ["calibrate", "--store", str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "none.db" in missing.output
+    assert not (tmp_path / "none.db").exists()
 
 
 def test_simulate_takes_a_calibration_file(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ StartTime of every run), so calibrating a production cluster costs nothing and d
 
 Slurm's StartTime has whole seconds (truncated): a latency is exact to within one second,
 and the store counts a run's service from that same truncated time, so the median is what
-the simulator should count from too. What a job does once Slurm runs it is not in the store:
+the simulator should count from too. Several stores (runs) can be calibrated together,
+their samples pooled (:func:`calibrate`). What a job does once Slurm runs it is not in the store:
 its start-up (``launch_cost``) and its checkpoint restore (part of ``restart_cost``) are the
 job's own; add them by hand (``blox-slurm demo`` measures both for its fake job).
 """
@@ -81,15 +82,35 @@ class Calibration:
         return "\n".join(lines) + "\n"
 
 
-def calibrate(t: Timings) -> Calibration:
+def calibrate(*timings: Timings) -> Calibration:
     """Match every run to the release that led to it and measure from that round's start:
-    first runs, restarts and starts that waited for a stop apart."""
+    first runs, restarts and starts that waited for a stop apart.
+
+    Several stores' timings are pooled: one short run has few restarts and stops, so its
+    medians depend on which jobs happened to be preempted; the medians of all the runs'
+    samples together do not. Each store is matched on its own (job ids and rounds of two
+    runs must not meet: a new cluster numbers its jobs from 1 again)."""
+    if not timings:
+        raise ValueError("calibrate needs the timings of at least one store")
+    samples = [_samples(t) for t in timings]
+    pooled = {key: tuple(v for s in samples for v in s[key]) for key in samples[0]}
+    return Calibration(sum(len(t.rounds) for t in timings), _median(pooled["gap"]),
+                       _median(pooled["round"]), pooled["first"], pooled["again"],
+                       pooled["stop"], pooled["handover"])
+
+
+def _samples(t: Timings) -> dict[str, list[float]]:
+    """One store's samples by kind: ``gap`` between round starts, ``round`` seconds, and the
+    latency from the releasing round's start of ``first`` runs, restarts (``again``),
+    starts that waited for a ``stop`` and of those the ``handover`` ones."""
     starts = [s for s, _ in t.rounds]
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a]
+    kinds: dict[str, list[float]] = {
+        "gap": [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a],
+        "round": [s for _, s in t.rounds], "first": [], "again": [], "stop": [],
+        "handover": []}
     released: dict[int, list[float]] = {}
     for job_id, at in t.releases:
         released.setdefault(job_id, []).append(at)
-    kinds: dict[str, list[float]] = {"first": [], "again": [], "stop": [], "handover": []}
     for job_id, runs in t.runs.items():
         rel = sorted(released.get(job_id, ()))
         for i, begun in enumerate(runs):
@@ -100,9 +121,7 @@ def calibrate(t: Timings) -> Calibration:
                 kinds["stop" if stop else "again" if i else "first"].append(latency)
                 if (job_id, release) in t.handovers:
                     kinds["handover"].append(latency)
-    return Calibration(len(t.rounds), _median(gaps), _median([s for _, s in t.rounds]),
-                       tuple(kinds["first"]), tuple(kinds["again"]), tuple(kinds["stop"]),
-                       tuple(kinds["handover"]))
+    return kinds
 
 
 def _release_of(releases: Sequence[float], begun: float, previous: float | None

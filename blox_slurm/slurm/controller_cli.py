@@ -23,6 +23,7 @@ from rich.text import Text
 from ..logs import console, setup_logging
 from ..systemd import HUNG_ROUND_SECONDS, Notifier, Watchdog
 from .backends import select_backend
+from .calibrate import Timings
 from .calibrate import calibrate as measure
 from .cli_common import (
     DEFAULT_CONFIG,
@@ -200,11 +201,25 @@ def handback(
                + ",".join(map(str, ids)))
 
 
+def _timings(config: Path, stores: list[Path]) -> list[Timings]:
+    """The timings of each ``--store`` given, else of the config's store. A missing store
+    is an error: opening it would create an empty one."""
+    if not stores:
+        return [store_of(config)[1].timings()]
+    for path in stores:
+        if not path.exists():
+            raise ConfigError(f"no store at {path}")
+    return [open_store(str(path)).timings() for path in stores]
+
+
 def calibrate(
     config: ConfigOpt = DEFAULT_CONFIG,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Write the simulation table here, for `simulate "
         "--calibration`.")] = None,
+    stores: Annotated[list[Path] | None, typer.Option(
+        "--store", help="A controller's store (its state.db) instead of the config's; "
+        "repeat it to calibrate once from several runs pooled.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure round length, start latency and restart cost for the simulator.
@@ -212,8 +227,7 @@ def calibrate(
     From what the controller recorded on this cluster: nothing is submitted.
     """
     with errors():
-        _, store = store_of(config)
-        cal = measure(store.timings())
+        cal = measure(*_timings(config, stores or []))
         sim = cal.simulation()
         if not sim:
             raise ConfigError("the store has no round that released a job yet: let `blox-slurm "
