@@ -4,6 +4,9 @@
     sudo PYTHONPATH=. python benchmarks/agreement.py --scales compressed   # ~6 min
     sudo PYTHONPATH=. python benchmarks/agreement.py --scales compressed \
         --compositions tiresias --seeds 0 1 2 3     # four workloads, and all their jobs pooled
+    ... --seeds 0 1 2 3 --pooled-calibration   # and each run simulated again with one
+                                               # calibration from all four runs' stores
+    python benchmarks/agreement.py --plot-only compressed.json minutes.json   # replot
 
 The same workload (16 fake jobs of 1/2/4 GPUs from three users, :func:`run_demo`) runs
 through the controller on an emulated Slurm cluster and through the simulator, for FIFO,
@@ -17,6 +20,10 @@ worst), the preemptions in each world and the timing the simulator was given, fo
   run (round start -> progress) and its rounds on the controller's rounds;
 * **before**: the simulator as it was, on the same emulator run: no start latency, rounds
   counted from the first submission, the restart latency as its restart cost.
+
+With ``--pooled-calibration`` each composition's runs are then simulated again with one
+calibration from all their stores and the fake jobs' progress pooled (a 16-job run's own
+restart cost rests on a few restarts), and the lines compare it with each run's own.
 
 It writes a plot of simulated against emulated JCT per job (the diagonal is agreement) and
 every row as JSON. This is a benchmark, not a test: it prints figures, asserts nothing.
@@ -44,6 +51,7 @@ from blox_slurm.demo.run import (
     demo_composition,
     fake_throughput,
     run_demo,
+    timing,
 )
 from blox_slurm.demo.world import SHAPE
 from blox_slurm.loading import build
@@ -86,7 +94,12 @@ def stats(diffs: list[float]) -> tuple[float, float, float]:
     return statistics.median(d), d[min(len(d) - 1, int(0.9 * len(d)))], d[-1]
 
 
-def run_case(case: Case, scale: Scale, jobs: int, seed: int) -> dict[str, object]:
+TIMING_KEYS = ("start_latency", "stop_latency", "launch_cost", "restart_cost")
+
+
+def run_case(case: Case, scale: Scale, jobs: int, seed: int
+             ) -> tuple[dict[str, object], DemoResult]:
+    """One emulator run's row (JSON) and its result, kept for a pooled calibration."""
     t0 = time.monotonic()
     result = run_demo(jobs, seed, case.config, live=False, console=Console(quiet=True),
                       scale=scale, timeout=60 * scale.round_seconds * jobs,
@@ -97,41 +110,78 @@ def run_case(case: Case, scale: Scale, jobs: int, seed: int) -> dict[str, object
              "preempt_emulator": r.emulator_preemptions,
              "preempt_sim": r.simulator_preemptions} for r in result.rows]
     return {"scale": scale.name, "composition": case.label, "seed": seed, "rows": rows,
-            **result.timing.model_dump(include={"start_latency", "stop_latency",
-                                                "launch_cost", "restart_cost"}),
-            "wall_seconds": time.monotonic() - t0}
+            **result.timing.model_dump(include=set(TIMING_KEYS)),
+            "wall_seconds": time.monotonic() - t0}, result
 
 
-def agreement(res: dict[str, object], rows: list[dict[str, Any]], label: object) -> list[str]:
+def pool_calibration(runs: list[tuple[dict[str, Any], DemoResult]], scale: Scale) -> SimConfig:
+    """Calibrate once from every run's samples pooled and simulate each run again with that
+    timing (rows' ``pooled`` and ``preempt_pooled``): a run's own calibration rests on its
+    few restarts and stops, and varies from seed to seed with which jobs were preempted."""
+    cfg = timing([d.measured for _, d in runs if d.measured is not None], scale.round_seconds)
+    for res, demo in runs:
+        assert demo.replay is not None
+        sim = demo.replay.simulate(cfg)
+        for row in res["rows"]:
+            jct, preempt = sim.get(row["job"], (None, None))
+            row["pooled"], row["preempt_pooled"] = jct, preempt
+        res["pooled_calibration"] = cfg.model_dump(include=set(TIMING_KEYS))
+    return cfg
+
+
+def agreement(res: dict[str, object], rows: list[dict[str, Any]], label: object,
+              keys: tuple[str, ...] = ("before", "after")) -> list[str]:
     """A line's first columns: scale, composition, ``label`` (seed), then the median / p90 /
-    worst relative JCT difference of ``rows`` for the simulator before and after."""
+    worst relative JCT difference of ``rows`` for each simulator prediction in ``keys``."""
     parts = [f"{res['scale']:<10} {res['composition']:<9} {label!s:<6}"]
-    for key in ("before", "after"):
+    for key in keys:
         diffs = [abs(r[key] - r["emulator"]) / r["emulator"] for r in rows
-                 if r[key] is not None]
+                 if r.get(key) is not None]
         med, p90, worst = stats(diffs)
         parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
     return parts
 
 
-def pooled_line(runs: list[dict[str, object]]) -> str:
+def pooled_line(runs: list[dict[str, object]], keys: tuple[str, ...] = ("before", "after")
+                ) -> str:
     """Every job of every seed's run pooled: one 16-job run is chaotic (a 1 s difference in
     one start can flip a Tiresias demotion and every placement after it), so the pooled
     figure is the one to compare."""
     rows = [r for res in runs for r in res["rows"]]  # type: ignore[attr-defined]
-    return "  ".join(agreement(runs[0], rows, "pooled")) + f"  {len(runs)} runs, {len(rows)} jobs"
+    return ("  ".join(agreement(runs[0], rows, "pooled", keys))
+            + f"  {len(runs)} runs, {len(rows)} jobs")
+
+
+def preemptions(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
+    """The preemptions counted in each world, emulator first: ``e/s`` or ``e/s/s``."""
+    return "/".join(str(sum(r[k] or 0 for r in rows)) for k in ("preempt_emulator", *keys))
 
 
 def summary_line(res: dict[str, object]) -> str:
     rows = res["rows"]
     assert isinstance(rows, list)
     parts = agreement(res, rows, res["seed"])
-    pre_e = sum(r["preempt_emulator"] for r in rows)
-    pre_s = sum(r["preempt_sim"] or 0 for r in rows)
-    parts.append(f"{pre_e:>4}/{pre_s:<4} {res['start_latency']:5.2f} {res['stop_latency']:5.2f}"
+    parts.append(f"{preemptions(rows, ('preempt_sim',)):>9}"
+                 f" {res['start_latency']:5.2f} {res['stop_latency']:5.2f}"
                  f" {res['launch_cost']:5.2f} {res['restart_cost']:5.2f}"
                  f" {res['wall_seconds']:5.0f}")
     return "  ".join(parts)
+
+
+def pooled_calibration_lines(runs: list[dict[str, object]], cfg: SimConfig) -> list[str]:
+    """Each run and all pooled, with its own calibration (``after``) beside the pooled one."""
+    figures = ", ".join(f"{k} {getattr(cfg, k):.2f}" for k in TIMING_KEYS)
+    stats_head = f"{'median    p90   worst':>22}"
+    lines = [f"pooled calibration from {len(runs)} runs: {figures}",
+             f"{'':<28}{'own calibration':^22}  {'pooled calibration':^22}",
+             f"{'scale':<10} {'comp.':<9} {'seed':<6}  {stats_head}  {stats_head}"
+             "  preempt e/own/pooled"]
+    for res in runs:
+        rows = res["rows"]
+        assert isinstance(rows, list)
+        lines.append("  ".join([*agreement(res, rows, res["seed"], ("after", "pooled")),
+                                f"{preemptions(rows, ('preempt_sim', 'preempt_pooled')):>9}"]))
+    return [*lines, pooled_line(runs, ("after", "pooled"))]
 
 
 def plot(results: list[dict[str, object]], path: Path) -> None:
@@ -159,16 +209,30 @@ def plot(results: list[dict[str, object]], path: Path) -> None:
     fig.savefig(path, format="png")
 
 
-def run_one(case: Case, scale: Scale, jobs: int, seed: int) -> dict[str, object] | None:
+def run_one(case: Case, scale: Scale, jobs: int, seed: int
+            ) -> tuple[dict[str, object], DemoResult] | None:
     """One emulator run and its line; a failure is printed, not raised: one world failing
     must not lose the others' figures."""
     try:
-        res = run_case(case, scale, jobs, seed)
+        res, demo = run_case(case, scale, jobs, seed)
     except Exception as exc:
         print(f"{scale.name:<10} {case.label:<9} {seed:<6}  failed: {exc!r}", flush=True)
         return None
     print(summary_line(res), flush=True)
-    return res
+    return res, demo
+
+
+def run_seeds(case: Case, scale: Scale, a: argparse.Namespace) -> list[dict[str, object]]:
+    """Every seed's run of one composition at one scale, the pooled line, and with
+    ``--pooled-calibration`` every run simulated again with one calibration from all."""
+    runs = [r for seed in a.seeds if (r := run_one(case, scale, a.jobs, seed)) is not None]
+    rows = [res for res, _ in runs]
+    if len(runs) > 1:
+        print(pooled_line(rows), flush=True)
+    if a.pooled_calibration and runs:
+        cfg = pool_calibration(runs, scale)
+        print("\n".join(pooled_calibration_lines(rows, cfg)), flush=True)
+    return rows
 
 
 def main() -> None:
@@ -178,9 +242,20 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--seeds", type=int, nargs="+", default=[0],
                    help="workload seeds, one emulator run each; several add a pooled line")
+    p.add_argument("--pooled-calibration", action="store_true",
+                   help="after each composition's runs, calibrate once from all their stores "
+                        "and simulate every run again with that")
     p.add_argument("--plot", type=Path, default=Path("docs/agreement.png"))
+    p.add_argument("--plot-only", type=Path, nargs="+", metavar="JSON",
+                   help="no runs: plot the rows of these JSON files (e.g. one per scale)")
     p.add_argument("--json", type=Path, default=Path("agreement.json"))
     a = p.parse_args()
+    if a.plot_only:
+        rows = [r for f in a.plot_only for r in json.loads(f.read_text())]
+        first = {r["scale"]: min(x["seed"] for x in rows if x["scale"] == r["scale"])
+                 for r in rows}
+        plot([r for r in rows if r["seed"] == first[r["scale"]]], a.plot)
+        return
     print(f"{'':<28}{'before':^22}  {'after':^22}")
     stats_head = f"{'median    p90   worst':>22}"
     print(f"{'scale':<10} {'comp.':<9} {'seed':<6}  {stats_head}  {stats_head}"
@@ -188,12 +263,8 @@ def main() -> None:
     results: list[dict[str, object]] = []
     for scale in (SCALES[s] for s in a.scales):
         for case in (CASES[c] for c in a.compositions):
-            runs = [res for seed in a.seeds
-                    if (res := run_one(case, scale, a.jobs, seed)) is not None]
-            results += runs
+            results += run_seeds(case, scale, a)
             a.json.write_text(json.dumps(results, indent=1))
-            if len(runs) > 1:
-                print(pooled_line(runs), flush=True)
     plot([r for r in results if r["seed"] == a.seeds[0]], a.plot)
     print(f"rows in {a.json}, plot in {a.plot}")
 

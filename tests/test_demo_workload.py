@@ -7,8 +7,9 @@ from typer.testing import CliRunner
 
 from blox_slurm.cli import app
 from blox_slurm.demo import world as demo_world
-from blox_slurm.demo.run import demo_composition, first_look, mid_round
+from blox_slurm.demo.run import Measured, demo_composition, first_look, mid_round, timing
 from blox_slurm.demo.world import FakeJob, mixed_workload, to_workload
+from blox_slurm.slurm.calibrate import Timings
 from blox_slurm.slurm.controller import RoundReport
 
 
@@ -55,3 +56,25 @@ def test_the_simulators_rounds_fall_when_the_controllers_read_the_queue() -> Non
     reports = [rep(100.0, 100.05), rep(101.0, 101.02), rep(102.0, None), rep(103.0, 103.30)]
     assert first_look(reports) == pytest.approx(100.05)
     assert first_look([rep(100.0, None)]) == 100.0
+
+
+# Two runs (the same job ids): Slurm's first starts 1, 2 and 6, 8 s after their release,
+# restarts 9 and 3 s; the fake job's start-up 0.2, 0.4 and 0.6, 0.8 s, on restarts 1 and 2 s.
+RUN_A = Measured(Timings(rounds=[(0.0, 0.1), (10.0, 0.1), (20.0, 0.1)],
+                         releases=[(1, 0.0), (2, 10.0), (1, 20.0)],
+                         runs={1: [1.0, 29.0], 2: [12.0]}), (0.2, 0.4), (1.0,))
+RUN_B = Measured(Timings(rounds=[(100.0, 0.1), (104.0, 0.1), (108.0, 0.1)],
+                         releases=[(1, 100.0), (2, 100.0), (1, 108.0)],
+                         runs={1: [106.0, 111.0], 2: [108.0]}), (0.6, 0.8), (2.0,))
+
+
+def test_the_simulators_timing_from_one_run_or_several_pooled() -> None:
+    """One run: its own medians. Several: the medians of all their samples together, both
+    Slurm's part (from the stores) and the fake job's (from its progress)."""
+    own = timing([RUN_A], 10.0)
+    assert (own.start_latency, own.launch_cost) == (1.5, pytest.approx(0.3))
+    assert own.restart_cost == pytest.approx(7.5 + 0.7)  # Slurm's 9 - 1.5, restore 1 - 0.3
+    pooled = timing([RUN_A, RUN_B], 10.0)
+    assert (pooled.round_duration, pooled.start_latency) == (10.0, 4.0)
+    assert pooled.launch_cost == pytest.approx(0.5)
+    assert pooled.restart_cost == pytest.approx(2.0 + 1.0)  # median 6 - 4; median 1.5 - 0.5

@@ -61,11 +61,12 @@ from ..logs import console as safe_console
 from ..logs import setup_logging
 from ..sim.config import ClusterSpec, SimConfig
 from ..sim.simulator import Simulator
-from ..slurm.calibrate import calibrate
+from ..slurm.calibrate import Timings, calibrate
 from ..slurm.client import SlurmError
 from ..slurm.controller import Controller, RoundReport
 from ..slurm.controller_config import ConfigError, load_config
 from ..slurm.store import Store
+from ..workloads.schema import Workload
 from .world import (
     PARTITION,
     SHAPE,
@@ -142,6 +143,8 @@ class DemoResult:
     slurm_calls: int
     wall_seconds: float
     daemons: list[Any] = field(default_factory=list)  # the emulator's, for teardown checks
+    measured: Measured | None = None  # the timing samples, to pool with other runs'
+    replay: Replay | None = None  # to simulate the run again with another timing
 
     @property
     def rel_diffs(self) -> list[float]:
@@ -283,15 +286,30 @@ class Tracker:
         return first, again
 
 
-def simulate(tracker: Tracker, comp: Composition, cfg: SimConfig
-             ) -> dict[int, tuple[float, int]]:
-    """Job id -> (JCT, preemptions) predicted by the simulator for what the emulator ran."""
+@dataclass(frozen=True)
+class Replay:
+    """What the simulator is given for one emulator run, but its timing: kept so that the
+    run can be simulated again with another timing (several runs' calibration pooled)."""
+
+    workload: Workload
+    composition: Composition
+    shape: str
+    type_speed: Mapping[str, float] | None
+
+    def simulate(self, cfg: SimConfig) -> dict[int, tuple[float, int]]:
+        """Job id -> (JCT, preemptions) predicted by the simulator for the emulator's run."""
+        result = Simulator(self.workload, self.composition,
+                           ClusterSpec.parse(self.shape).build(), cfg,
+                           fake_throughput(self.type_speed)).run()
+        return {r.id: (r.jct, r.preemptions) for r in result.jobs}
+
+
+def replay_of(tracker: Tracker, comp: Composition) -> Replay:
+    """The emulator's run as the simulator sees it: the submissions, counted from the
+    controller's first look at the queue, and the same cluster."""
     workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips,
                            origin=first_look(tracker.reports))
-    world = tracker.world
-    result = Simulator(workload, comp, ClusterSpec.parse(world.shape).build(), cfg,
-                       fake_throughput(world.type_speed)).run()
-    return {r.id: (r.jct, r.preemptions) for r in result.jobs}
+    return Replay(workload, comp, tracker.world.shape, tracker.world.type_speed)
 
 
 def first_look(reports: Sequence[RoundReport]) -> float:
@@ -304,12 +322,30 @@ def first_look(reports: Sequence[RoundReport]) -> float:
     return reports[0].started + (statistics.median(lags) if lags else 0.0)
 
 
-def timing(tracker: Tracker, store: Store, round_seconds: float) -> SimConfig:
-    """The simulator's timing as measured in this run: Slurm's part from the controller's
-    store (``calibrate``), the fake job's launch and restore from its progress."""
+@dataclass(frozen=True)
+class Measured:
+    """One run's timing samples, kept whole rather than as medians so that several runs
+    can be calibrated together (:func:`timing`): a 16-job run has few restarts, and its
+    restart cost depends on which jobs happened to be preempted."""
+
+    timings: Timings  # Slurm's part, from the controller's store
+    launches: tuple[float, ...]  # Slurm's StartTime -> the fake job's progress, first runs
+    resumes: tuple[float, ...]  # the same for restarts (start-up and checkpoint restore)
+
+
+def measure(tracker: Tracker, store: Store) -> Measured:
     timings = store.timings()
-    slurm = calibrate(timings).simulation()
     first, again = tracker.launches(timings.runs)
+    return Measured(timings, tuple(first), tuple(again))
+
+
+def timing(measured: Sequence[Measured], round_seconds: float) -> SimConfig:
+    """The simulator's timing from one run's samples or several runs' pooled: Slurm's part
+    from the controllers' stores (``calibrate``), the fake job's launch and restore from
+    its progress."""
+    slurm = calibrate(*(m.timings for m in measured)).simulation()
+    first = [v for m in measured for v in m.launches]
+    again = [v for m in measured for v in m.resumes]
     launch = statistics.median(first) if first else 0.0
     restore = max(0.0, statistics.median(again) - launch) if again else 0.0
     return SimConfig(round_duration=round_seconds, start_latency=slurm.get("start_latency", 0.0),
@@ -344,10 +380,13 @@ def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
         finally:
             stop.set()
             thread.join(30)
-        sim_cfg = timing(tracker, ctl.store, scale.round_seconds)
-        rows = _rows(tracker, simulate(tracker, comp, sim_cfg))
+        measured = measure(tracker, ctl.store)
+        sim_cfg = timing([measured], scale.round_seconds)
+        replay = replay_of(tracker, comp)
+        rows = _rows(tracker, replay.simulate(sim_cfg))
         result = DemoResult(comp.name, rows, sim_cfg, len(tracker.reports),
-                            sum(r.slurm_calls for r in tracker.reports), 0.0, world.daemons)
+                            sum(r.slurm_calls for r in tracker.reports), 0.0, world.daemons,
+                            measured, replay)
     result.wall_seconds = time.monotonic() - t_wall
     return result
 
