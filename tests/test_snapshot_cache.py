@@ -4,7 +4,7 @@ job's Slurm record or extras, and whatever the clock did."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -166,3 +166,11 @@ def test_the_controllers_snapshots_equal_fresh_builds(tmp_path: Path, compositio
                                 hints={"duration": 90 * g} if g == 2 else None)
         assert ctl.round().error == ""
         fake.advance(30.0)
+
+
+def test_admitted_copy_is_replace_with_admitted() -> None:
+    """The store's copy of an admitted job's extras keeps every other field, in its place."""
+    x = JobExtras(*(object() for _ in fields(JobExtras)))  # type: ignore[arg-type]
+    copy = x.admitted_copy()
+    assert {f.name: getattr(copy, f.name) for f in fields(JobExtras)} == {
+        f.name: getattr(x, f.name) if f.name != "admitted" else True for f in fields(JobExtras)}

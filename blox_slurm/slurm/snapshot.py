@@ -54,6 +54,14 @@ class JobExtras:
     submit_time: float | None = None  # the first seen: Slurm resets it on every requeue
     marks: tuple[tuple[str, float], ...] = ()  # policy marks (Decisions.marks) kept by the store
 
+    def admitted_copy(self) -> JobExtras:
+        """These extras with ``admitted=True``: what the store keeps for a job the round's
+        admission let in. Built field by field: ``dataclasses.replace`` took 3 us a job, and a
+        first round admits every waiting job (20,000 of them, 0.06 s)."""
+        return JobExtras(self.attained_base, self.work_base, self.duration, True, self.model,
+                         self.hints, self.preemptions, self.first_start, self.last_event,
+                         self.submit_time, self.marks)
+
 
 _NO_EXTRAS = JobExtras()
 

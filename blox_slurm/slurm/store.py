@@ -32,7 +32,8 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -302,16 +303,15 @@ class Store:
     def _write(self, table: str, columns: Mapping[str, type], rows: Sequence[dict[str, Any]],
                replace: bool = False) -> None:
         """Rows into ``table`` in one statement (the caller holds the transaction); a row
-        replaces the one with its key when ``replace``. Plain ``executemany``:
-        sqlite-utils' ``upsert_all`` spent 45 us a row checking types."""
+        replaces the one with its key when ``replace``. Every row has every column. Plain
+        ``executemany``: sqlite-utils' ``upsert_all`` spent 45 us a row checking types."""
         if not rows:
             return
         names = list(columns)
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         self.db.conn.executemany(
             f"{verb} INTO {table} ({', '.join(f'[{n}]' for n in names)}) "
-            f"VALUES ({', '.join('?' * len(names))})",
-            [tuple(map(r.get, names)) for r in rows])
+            f"VALUES ({', '.join('?' * len(names))})", map(itemgetter(*names), rows))
 
     def _resurrected(self, seen: Sequence[Observed],
                      known: Mapping[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -347,14 +347,19 @@ class Store:
         by_job: dict[int, dict[str, float]] = {}
         for job_id, key, value in marks:
             by_job.setdefault(job_id, {})[key] = value
-        admit = [j for j in admitted if not self._admitted(j)]
+        admit = {j for j in admitted if not self._admitted(j)}
         ranked = {j: (ranks.get(j), reasons.get(j, "")) for j in set(ranks) | set(reasons)}
-        changed = [(*v, j) for j, v in ranked.items() if self._ranked.get(j) != v]
+        # A job whose rank or reason changed gets its admission in the same statement: a
+        # first round admits and ranks every waiting job, and one UPDATE a job instead of
+        # two saves 0.03 s at 20,000 of them.
+        changed = [(*v, int(j in admit), j) for j, v in ranked.items()
+                   if self._ranked.get(j) != v]
+        rewritten = {c[-1] for c in changed}
         with self.db.conn:
             self.db.conn.executemany(
                 "INSERT OR REPLACE INTO composition_state (key, value) VALUES (?, ?)", state)
             self.db.conn.executemany("UPDATE jobs SET admitted = 1 WHERE job_id = ?",
-                                     [(j,) for j in admit])
+                                     [(j,) for j in admit if j not in rewritten])
             for job_id, updates in by_job.items():
                 row = self.db.execute("SELECT marks FROM jobs WHERE job_id = ?",
                                       [job_id]).fetchone()
@@ -362,10 +367,10 @@ class Store:
                     merged = {**json.loads(row[0] or "{}"), **updates}
                     self.db.execute("UPDATE jobs SET marks = ? WHERE job_id = ?",
                                     [json.dumps(merged, sort_keys=True), job_id])
-            self.db.conn.executemany("UPDATE jobs SET rank = ?, reason = ? WHERE job_id = ?",
-                                     changed)
+            self.db.conn.executemany("UPDATE jobs SET rank = ?, reason = ?, "
+                                     "admitted = (admitted OR ?) WHERE job_id = ?", changed)
         if self._extras is not None:  # what was just written, without reading it back
-            self._extras.update((j, replace(self._extras[j], admitted=True))
+            self._extras.update((j, self._extras[j].admitted_copy())
                                 for j in admit if j in self._extras and j not in self._stale)
         self._stale.update(by_job)
         self._ranked = ranked
@@ -499,7 +504,8 @@ def _json_text(obj: Mapping[str, Any]) -> str:
 
 
 def _extras(r: Mapping[str, Any]) -> JobExtras:
-    """A job's :class:`JobExtras` from its row."""
+    """A job's :class:`JobExtras` from its row. Fields by position: a first fold builds one
+    for every active row (20,000 on a first round), and keywords cost half as much again."""
     hints = _json(r["hints"])
     attained = r["attained_base"] or 0.0
     duration = _duration(hints)
@@ -507,19 +513,17 @@ def _extras(r: Mapping[str, Any]) -> JobExtras:
     run = attained / gpus  # wall seconds of earlier runs: Slurm's measure of work
     if duration is not None and run > duration * 1.1 + 60:
         duration = None  # the hint was wrong: do not let it rank the job forever
-    return JobExtras(
-        attained_base=attained, work_base=run, duration=duration,
-        admitted=bool(r["admitted"]), model=hints.get("model", ""), hints=hints,
-        preemptions=r["preemptions"], first_start=r["first_start"],
-        last_event=r["last_event"], submit_time=r["submit_time"],
-        marks=tuple(sorted(_json(r["marks"]).items())))
+    return JobExtras(attained, run, duration, bool(r["admitted"]), hints.get("model", ""),
+                     hints, r["preemptions"], r["first_start"], r["last_event"],
+                     r["submit_time"], tuple(sorted(_json(r["marks"]).items())))
 
 
 def _new_row(o: Observed) -> dict[str, Any]:
+    """A job's first row; :func:`_seen` sets the columns the observation gives."""
     return {"job_id": o.job_id, "attained_base": 0.0, "preemptions": 0, "admitted": 0,
             "marks": "{}", "reason": "", "first_start": None, "run_start": None,
             "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time, "rank": None,
-            "finished_at": None, "submit_time": o.submit_time}
+            "finished_at": None, "submit_time": o.submit_time, "last_seen": None}
 
 
 def _seen(known: dict[str, Any] | None, o: Observed, now: float, gpus: int,
