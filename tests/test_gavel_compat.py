@@ -126,6 +126,7 @@ def test_types_fill_in_order_and_the_job_behind_its_share_goes_first() -> None:
     s = policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
     assert [j.id for j in s.order] == [1, 0]  # b scheduled; a ranked after, to make room
     assert s.types[1] == "v100"
+    assert s.stop == {0}  # Gavel runs only the jobs it picked
 
 
 def test_gavel_heads_fifo_gives_the_type_that_sorts_last_even_beyond_its_gpus() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from blox_slurm import loading
 from blox_slurm.core import composition
-from blox_slurm.core.abstractions import ClusterView, FreeGpus
+from blox_slurm.core.abstractions import ClusterView, FreeGpus, Schedule, SchedulingBase
 from blox_slurm.core.model import ClusterSnapshot, Drain, Job, JobState, NodeState, build_cluster
 from blox_slurm.core.registry import register
 from blox_slurm.core.round import decide
@@ -163,6 +163,41 @@ def test_cluster_view_preempt_stops_a_job_and_reuses_its_gpus() -> None:
     assert started(d) == {2: (0, 1)}
     assert 1 not in d.order
     assert d.reasons[1] == "preempted by the cluster manager"
+
+
+@register("scheduling", "test-fifo-not-job1")
+class FifoNotJob1(SchedulingBase):
+    """Test scheduler: arrival order, and running job 1 is not run this round."""
+
+    time_dependent = False
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot: ClusterSnapshot, jobs) -> Schedule:
+        return Schedule(sorted(jobs, key=lambda j: (j.submit_time, j.id)), stop=frozenset({1}))
+
+
+def test_a_job_its_scheduler_stops_frees_its_gpus_without_a_preemption_search() -> None:
+    # Job 1 ranks first, yet its scheduler does not run it: job 2 takes its GPUs even under
+    # a preemption policy that never stops anyone for a waiting job.
+    jobs = [running(1, [0, 1], submit=0.0), pending(2, 2, submit=5.0)]
+    d = decide(snapshot(cluster(2), jobs, now=10.0),
+               comp("test-fifo-not-job1", preemption="none"), explain=True)
+    assert started(d) == {2: (0, 1)} and d.preempt == (1,)
+    assert d.reasons[1] == "stopped by its scheduler: not run this round"
+
+
+def test_a_job_its_scheduler_stops_keeps_running_if_nobody_takes_its_gpus() -> None:
+    jobs = [running(1, [0], submit=0.0), pending(2, 1, submit=5.0)]
+    s = snapshot(cluster(1, 1), jobs, now=10.0)
+    # job 2 goes to node1 first, job 1's GPU: job 1 is stopped, and not restarted on node2
+    assert decide(s, comp("test-fifo-not-job1", placement="first_fit")).preempt == (1,)
+    alone = snapshot(cluster(1, 1), jobs[:1], now=10.0)
+    assert decide(alone, comp("test-fifo-not-job1")).preempt == ()  # its GPU stays idle
+    # Blox's preemption (minimize = false) stops what it is told to
+    blox = comp("test-fifo-not-job1", preemption={"policy": "priority", "minimize": False})
+    assert decide(alone, blox).preempt == (1,)
 
 
 # --------------------------------------------------------------------------- explain

@@ -126,6 +126,10 @@ class Schedule:
     # (job id, key, value): memory the policy needs next round, kept by the world on the job
     # (``Job.marks``). This is how a pure policy carries state, e.g. Tiresias' service reset.
     marks: tuple[tuple[int, str, float], ...] = ()
+    # Running jobs the scheduler does not run this round (Gavel's rounds: those it did not
+    # pick). The engine stops them before the walk, so their GPUs need no preemption search;
+    # one whose GPUs nobody took by the end of the walk keeps running.
+    stop: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

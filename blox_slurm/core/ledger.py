@@ -19,8 +19,9 @@ from .model import GpuId, Job, Move, Start, Stop
 @dataclass(slots=True)
 class Ledger:
     starts: list[Start] = field(default_factory=list)
-    # victim -> the higher-ranked job it was stopped for, in the order they were stopped
-    stopped: dict[int, int] = field(default_factory=dict)
+    # victim -> the higher-ranked job it was stopped for (None: its scheduler did not run
+    # it this round, ``Schedule.stop``), in the order they were stopped
+    stopped: dict[int, int | None] = field(default_factory=dict)
     forced: tuple[int, ...] = ()  # stopped by the cluster manager before the walk
     moves: dict[int, Move] = field(default_factory=dict)
     unplaced: dict[int, tuple[int, int]] = field(default_factory=dict)  # (wanted, free then)
@@ -31,7 +32,7 @@ class Ledger:
         no one's victim again."""
         return job_id in self.stopped or job_id in self.moves
 
-    def stop(self, victim: int, for_job: int) -> None:
+    def stop(self, victim: int, for_job: int | None) -> None:
         self.stopped[victim] = for_job
 
     def spare(self, victim: int) -> None:
@@ -60,7 +61,9 @@ class Ledger:
         reasons = {j: f"not admitted by {admission}" for j in not_admitted}
         reasons.update(self._waiting(order, wants))
         for victim, for_job in self.stopped.items():
-            reasons[victim] = f"preempted so job {for_job} (ranked higher) can run"
+            reasons[victim] = (f"preempted so job {for_job} (ranked higher) can run"
+                               if for_job is not None else
+                               "stopped by its scheduler: not run this round")
         for job_id in self.forced:
             reasons[job_id] = "preempted by the cluster manager"
         for m in self.moves.values():

@@ -215,7 +215,8 @@ class Start:
 @dataclass(frozen=True, slots=True)
 class Stop:
     """A running job is checkpointed and waits: stopped so that ``for_job`` (ranked higher)
-    can run, or, with ``for_job`` None, by the cluster manager."""
+    can run, or, with ``for_job`` None, by the cluster manager or by its scheduler
+    (``Schedule.stop``)."""
 
     job_id: int
     for_job: int | None = None

@@ -12,6 +12,8 @@ The engine walks the scheduler's priority order once:
   stopped for a move). A move is its own decision (``Decisions.move``: the job and its new
   GPUs; its old GPUs are free for the jobs ranked below); each world carries it out as a
   checkpoint and a restart on the new GPUs;
+* running jobs the scheduler does not run this round (``Schedule.stop``: Gavel's rounds) are
+  stopped before the walk, and keep running after it if nobody took their GPUs;
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
@@ -133,6 +135,7 @@ class _Walk:
                  free: FreeGpus, ledger: Ledger) -> None:
         self.snapshot, self.comp, self.free, self.ledger = snapshot, comp, free, ledger
         self.order, self.types, self.alloc = schedule.order, schedule.types, schedule.gpus
+        self.unscheduled = schedule.stop
         self.preemption = comp.preemption
         self.spare = comp.preemption.spares_victims  # Blox (minimize = false) stops them all
         self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
@@ -149,6 +152,7 @@ class _Walk:
         in rank order (running ones keep their GPUs otherwise: walking only these keeps a
         round cheap when hundreds run)."""
         order, free, ledger = self.order, self.free, self.ledger
+        paused = self.pause() if self.unscheduled else []
         pending_pos = list(compress(range(len(order)), map(not_, map(_gpus, order))))
         n_running = len(order) - len(pending_pos)
         move_pos = self._movers()
@@ -173,6 +177,30 @@ class _Walk:
                 ledger.blocker = pos
         if self.spare:
             self.spare_victims(len(order))
+            self.resume(paused)
+
+    def pause(self) -> list[Job]:
+        """Stop the running jobs the scheduler does not run this round (``Schedule.stop``)
+        before the walk: their GPUs join the pool, so the jobs the scheduler did pick take
+        them without a preemption search (a Gavel round re-picks every job, and searching for
+        victims among those it dropped was most of its cost). In rank order."""
+        live, ids = self.live(), self.unscheduled
+        paused = [(i, j) for i, j in enumerate(self.order) if j.gpus and j.id in ids]
+        for at, job in paused:
+            self.ledger.stop(job.id, None)
+            self.free.give(job.gpus)
+            live.leave(job, at)
+        return [job for _, job in paused]
+
+    def resume(self, paused: list[Job]) -> None:
+        """Jobs stopped by :meth:`pause` whose GPUs nobody took keep running (the pool would
+        leave them idle otherwise), in rank order; the others wait. Only when the preemption
+        policy spares victims: Blox's ``minimize = false`` stops what it is told to."""
+        free, node_of = self.free, self.snapshot.gpus
+        for job in paused:
+            if all(g in free.by_node.get(node_of[g].node, ()) for g in job.gpus):
+                self.ledger.spare(job.id)
+                free.take(job.gpus)
 
     def _movers(self) -> list[int]:
         """Rank positions of the running jobs the scheduler chose another GPU type or count
@@ -394,6 +422,8 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
     """
     queue = [j for j in pending if j.admitted or j.id in admitted]
     schedule = comp.scheduling.order(snapshot, queue)
+    if schedule.stop:
+        return None  # the walk stops them
     alloc, types = schedule.gpus, schedule.types
     free = FreeGpus.of(snapshot, view.unschedulable)
     booked = Booked()

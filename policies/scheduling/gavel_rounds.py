@@ -216,10 +216,15 @@ class GavelRounds(SchedulingBase):
         chosen = self._assign(r, epoch, rng)
         types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
         ranked = self._rank(r, chosen)
+        # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
+        # (A job too large for any type is not Gavel's to pick: it keeps what it holds.)
+        too_big = r.capacity.max(initial=0.0)
+        stop = frozenset(j.id for j in ranked
+                         if j.running and j.id not in types and j.num_gpus <= too_big)
         for j in ranked:  # a job Gavel did not pick and is stopped restarts only where it was
             if j.running and j.id not in types:
                 types[j.id] = r.gpu_type[j.gpus[0]]
-        return Schedule(ranked, types=types)
+        return Schedule(ranked, types=types, stop=stop)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
