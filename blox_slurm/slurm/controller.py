@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
+from types import MappingProxyType
 from typing import TypeVar
 
 from ..core.abstractions import FreeGpus
@@ -476,12 +477,21 @@ class Controller:
 def _observed(j: SlurmJob) -> Observed:
     """What the store folds. A COMPLETING job is still in its run: seen as "not running" it
     was counted as preempted (requeued) when it merely finished."""
-    mark = _mark(j.admin_comment)
+    in_run = j.in_run
     return Observed(j.job_id, j.user, j.partition, j.num_gpus,
-                    j.submit_time if j.submit_time is not None else 0.0, j.in_run,
-                    j.start_time if j.in_run else None, j.held,
-                    {k: str(v) for k, v in mark.hints.items()} if mark is not None else {},
+                    j.submit_time if j.submit_time is not None else 0.0, in_run,
+                    j.start_time if in_run else None, j.held, _hints(j.admin_comment),
                     j.account, j.restart_cnt)
+
+
+@lru_cache(maxsize=4096)
+def _hints(admin_comment: str) -> Mapping[str, str]:
+    """The hints of the plugin's mark in an admin comment, as the store keeps them: one
+    read-only map per comment (the same few on every job), not a new dict per job, 20,000
+    of them in a first round."""
+    mark = _mark(admin_comment)
+    return MappingProxyType({k: str(v) for k, v in mark.hints.items()}
+                            if mark is not None else {})
 
 
 def _standing(j: SlurmJob) -> str:

@@ -529,7 +529,7 @@ def _new_row(o: Observed) -> dict[str, Any]:
 def _seen(known: dict[str, Any] | None, o: Observed, now: float, gpus: int,
           runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The row of a job Slurm shows this round (``gpus``: what its run holds)."""
-    row = dict(known or _new_row(o))
+    row = dict(known) if known is not None else _new_row(o)
     # The same job shown again after it was counted done (slurmctld restored an older state):
     # its service up to then is already in attained_base.
     counted_until = row["finished_at"] if row.get("state") == "done" else None
