@@ -3,8 +3,11 @@ over the controller's last look (pure: no Slurm, the observations are given)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from blox_slurm.slurm import store as store_module
 from blox_slurm.slurm.client import SlurmJob
 from blox_slurm.slurm.store import Observed, Store
 
@@ -196,3 +199,21 @@ def test_what_the_store_keeps_between_rounds_is_what_its_file_says(tmp_path) -> 
     later = Store(path)  # a restarted controller: job 3 left while it was down
     later.observe(400.0, [obs(2, "bob", 11.0, 0)], {})
     assert rows(later)[3]["state"] == "done" and set(later.extras(400.0)) == {2}
+
+
+def test_a_new_waiting_jobs_row_is_the_row_every_column_written_gives(tmp_path,
+                                                                        monkeypatch) -> None:
+    """New waiting jobs' rows are written with only the columns their observation sets, the
+    table's defaults filling the rest: the rows are the same as written whole."""
+    def history(path: Path) -> list[dict]:
+        store = Store(path)
+        hinted = Observed(3, "bob", "blox", 1, 20.0, False, None, True, {"model": "m"}, "ml")
+        waiting = [obs(1, "alice", 10.0, 0), hinted, obs(4, "carol", 30.0, 0)]  # 4: as new
+        store.observe(100.0, [*waiting, obs(2, "alice", 11.0, 0, 90.0)], {2: 2})
+        store.update_policy_state([1], [(1, "tier", 1.0)], {1: 0, 3: 1}, {3: "waits"})
+        store.observe(200.0, [obs(1, "alice", 10.0, 0, 150.0), *waiting[1:]], {1: 2})
+        return list(store.jobs(active_only=False))
+
+    narrow = history(tmp_path / "narrow.db")
+    monkeypatch.setattr(store_module, "WAITING_COLUMNS", store_module.JOB_COLUMNS)
+    assert narrow == history(tmp_path / "whole.db")

@@ -74,6 +74,14 @@ JOB_COLUMNS: dict[str, type] = {
     "last_seen": float, "finished_at": float,
 }
 
+#: The columns of a new waiting job's row that its observation sets: every other one holds
+#: the table's default (see :func:`_new_row`), so SQLite fills them in. A first round writes
+#: 20,000 such rows, and binding 10 values a row instead of 22 halves that INSERT (0.12 ->
+#: 0.06 s).
+WAITING_COLUMNS: dict[str, type] = {k: JOB_COLUMNS[k] for k in (
+    "job_id", "user", "account", "partition", "num_gpus", "submit_time", "state", "held",
+    "last_event", "hints")}
+
 
 RUN_COLUMNS: dict[str, type] = {
     "job_id": int, "user": str, "account": str, "gpus": int, "start": float, "end": float,
@@ -236,10 +244,14 @@ class Store:
         known.update(self._resurrected(todo, known))
         self._retire_reused(todo, known)
         upserts: list[dict[str, Any]] = []
+        waiting: list[dict[str, Any]] = []  # new waiting jobs' rows (see WAITING_COLUMNS)
         runs: list[dict[str, Any]] = []
         for o in todo:
-            row = _seen(known.get(o.job_id), o, now, gpus[o.job_id], runs)
-            if row != known.get(o.job_id):
+            old = known.get(o.job_id)
+            row = _seen(old, o, now, gpus[o.job_id], runs)
+            if old is None and row["state"] == "pending":
+                waiting.append(row)
+            elif row != old:
                 upserts.append(row)
         seen_ids = {o.job_id for o in seen}
         upserts.extend(_left(row, ended.get(job_id), now, runs)
@@ -247,10 +259,11 @@ class Store:
         # Every job still active was seen this round: one statement stamps them all.
         with self.db.conn:
             self._write("jobs", JOB_COLUMNS, upserts, replace=True)
+            self._write("jobs", WAITING_COLUMNS, waiting, replace=True)
             self._write("runs", RUN_COLUMNS, runs)
             self.db.execute("UPDATE jobs SET last_seen = ? WHERE state != 'done'", [now])
         self._folded = {o.job_id: (o, gpus[o.job_id]) for o in seen}
-        written = {r["job_id"]: r for r in upserts}
+        written = {r["job_id"]: r for r in (*upserts, *waiting)}
         self._remember(written if gone is not None else {**known, **written}, gone is None)
         for job_id in written:
             self._ranked.pop(job_id, None)  # a replaced row has the rank it was read with
@@ -519,7 +532,8 @@ def _extras(r: Mapping[str, Any]) -> JobExtras:
 
 
 def _new_row(o: Observed) -> dict[str, Any]:
-    """A job's first row; :func:`_seen` sets the columns the observation gives."""
+    """A job's first row, before :func:`_seen` sets what the observation gives: every other
+    column holds the table's default (:data:`WAITING_COLUMNS` leaves them to SQLite)."""
     return {"job_id": o.job_id, "attained_base": 0.0, "preemptions": 0, "admitted": 0,
             "marks": "{}", "reason": "", "first_start": None, "run_start": None,
             "run_gpus": None, "run_last_seen": None, "last_event": o.submit_time, "rank": None,
