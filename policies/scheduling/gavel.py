@@ -60,7 +60,9 @@ import functools
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -68,7 +70,7 @@ from pydantic import BaseModel, ConfigDict
 
 from blox_slurm.core.abstractions import FreeGpus, Schedule, SchedulingBase
 from blox_slurm.core.fit import required_types
-from blox_slurm.core.model import ClusterSnapshot, Job, NodeState
+from blox_slurm.core.model import ClusterSnapshot, Job, Node, NodeState
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel
 
@@ -212,18 +214,31 @@ def _solve(h: highspy.Highs) -> None:
         raise RuntimeError(f"Gavel allocation LP: HiGHS returned {h.modelStatusToString(status)}")
 
 
+#: The last node list seen and, per GPU id, the type of its node if that node is UP (else
+#: None): a simulated world keeps one node tuple while its nodes do not change, and a Gavel
+#: run asks every round. One tuple, replaced whole (see ``core.fit.nodes_of_types``).
+_UP_TYPE: tuple[tuple[Node, ...], list[str | None]] = ((), [])
+
+
+def _up_type_of_gpus(snapshot: ClusterSnapshot) -> list[str | None]:
+    global _UP_TYPE
+    seen, types = _UP_TYPE
+    if seen is not snapshot.nodes:
+        up = {n.name: n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP}
+        types = [up.get(g.node) for g in snapshot.gpus]
+        _UP_TYPE = (snapshot.nodes, types)
+    return types
+
+
 def usable_gpus(snapshot: ClusterSnapshot) -> dict[str, int]:
-    """``c_t``: per type, the GPUs of UP nodes that are free or held by the snapshot's jobs."""
-    node_type = {n.name: n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP}
-    out = dict.fromkeys(node_type.values(), 0)
-    gpus = snapshot.gpus
-    usable = list(FreeGpus.of(snapshot).by_node.values())
-    usable += [j.gpus for j in snapshot.jobs if j.gpus]
-    for ids in usable:
-        for g in ids:
-            t = node_type.get(gpus[g].node)
-            if t is not None:
-                out[t] += 1
+    """``c_t``: per type, the GPUs of UP nodes that are free or held by the snapshot's jobs
+    (counted in C: this runs every round)."""
+    type_of = _up_type_of_gpus(snapshot)
+    out = dict.fromkeys((n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP), 0)
+    usable = [*FreeGpus.of(snapshot).by_node.values(), *(j.gpus for j in snapshot.jobs)]
+    type_of_gpu: Callable[[int], str | None] = type_of.__getitem__
+    counts = Counter(map(type_of_gpu, chain.from_iterable(usable)))
+    out.update((t, k) for t, k in counts.items() if t is not None)
     return out
 
 

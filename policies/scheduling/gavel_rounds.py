@@ -57,7 +57,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
-from blox_slurm.core.fit import required_types
 from blox_slurm.core.model import ClusterSnapshot, Job
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
@@ -78,6 +77,25 @@ class _Epoch:
     base: dict[int, np.ndarray]  # seconds on each type at the reset
     deficit: dict[int, np.ndarray] = field(default_factory=dict)
     fifo: dict[int, int] = field(default_factory=dict)  # FIFO: job -> type index
+    _table: tuple[dict[int, int], np.ndarray] | None = None  # see rows()
+
+    def rows(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``share``, ``deficit`` and ``base`` of ``jobs`` (jobs x types each; zeros for a
+        job the reset did not see): one index into a table built on the epoch's first round,
+        instead of three arrays built from per-job rows every round."""
+        if self._table is None:
+            ids = list(self.share.keys() | self.deficit.keys() | self.base.keys())
+            zero = np.zeros(len(self.types))
+            table = np.zeros((len(ids) + 1, 3 * len(self.types)))  # the last row: unseen
+            for k, jid in enumerate(ids):
+                table[k] = np.concatenate([self.share.get(jid, zero),
+                                           self.deficit.get(jid, zero),
+                                           self.base.get(jid, zero)])
+            self._table = ({jid: k for k, jid in enumerate(ids)}, table)
+        index, table = self._table
+        n = len(self.types)
+        mine = table[[index.get(j.id, -1) for j in jobs]].reshape(len(jobs), 3 * n)
+        return mine[:, :n], mine[:, n:2 * n], mine[:, 2 * n:]
 
 
 @dataclass(frozen=True)
@@ -101,30 +119,31 @@ class _TypeClock:
 
     def __init__(self) -> None:
         self.now = -math.inf
-        self.spent: dict[int, np.ndarray] = {}
+        self.n_types = 0
+        self.spent: dict[int, list[float]] = {}  # plain floats: numpy scalars are slow here
         self.seen: dict[int, float] = {}
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
               n_types: int) -> np.ndarray:
         """The jobs' seconds per type up to ``now`` (jobs x types)."""
-        if now < self.now:
+        if now < self.now or n_types != self.n_types:
             self.spent.clear()
             self.seen.clear()
-        self.now = now
+        self.now, self.n_types = now, n_types
         spent, seen = self.spent, self.seen
         rows = []
         for j in jobs:
             row = spent.get(j.id)
-            if row is None or len(row) != n_types:
-                row = spent[j.id] = np.zeros(n_types)
-            if j.running and j.run_since is not None:
+            if row is None:
+                row = spent[j.id] = [0.0] * n_types
+            if j.gpus and j.run_since is not None:  # running (GPUs <=> running)
                 since = max(seen.get(j.id, j.run_since), j.run_since)
                 on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
                     row[on] += now - since
                 seen[j.id] = now
             rows.append(row)
-        return np.array(rows).reshape(len(jobs), n_types)
+        return np.array(rows, dtype=float).reshape(len(jobs), n_types)
 
     def keep_only(self, ids: frozenset[int]) -> None:
         """Forget finished jobs."""
@@ -212,8 +231,7 @@ class GavelRounds(SchedulingBase):
         if not r.types:
             return Schedule(r.jobs)  # no node up: nothing to allocate
         epoch = self._current_epoch(r)
-        rng = random.Random(f"{self.p.seed}:{r.now!r}")
-        chosen = self._assign(r, epoch, rng)
+        chosen = self._assign(r, epoch)
         types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
         ranked = self._rank(r, chosen)
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
@@ -240,7 +258,7 @@ class GavelRounds(SchedulingBase):
         cache = self._rates
         rows = []
         for j in ordered:
-            key = (j.id, j.num_gpus, j.model, required_types(j))
+            key = (j.id, j.num_gpus, j.model, j.hints)  # hints: its types (required_types)
             row = cache.get(key)
             if row is None:
                 row = cache[key] = _rates(model, j, types, capacity, largest)
@@ -263,24 +281,17 @@ class GavelRounds(SchedulingBase):
             e = self.epoch = self._reset(r, e, ids)
         return e
 
-    def _since(self, r: _Round, e: _Epoch) -> np.ndarray:
-        """Seconds each job ran on each type since the reset, counted from
-        ``initial_time`` (jobs x types)."""
-        zero = np.zeros(len(r.types))
-        base = np.array([e.base.get(j.id, zero) for j in r.jobs]).reshape(r.spent.shape)
-        return self.p.initial_time + r.spent - base
-
     def _reset(self, r: _Round, old: _Epoch | None, ids: frozenset[int]) -> _Epoch:
         """A reset: deficits take what each job was owed since the last one, time restarts,
         and the allocation is computed for the jobs present."""
         n_types = len(r.types)
-        zero = np.zeros(n_types)
         deficit = {}
         if old is not None:
-            had = self._since(r, old) - self.p.initial_time
-            for i, j in enumerate(r.jobs):
-                owed = old.share.get(j.id, zero) * (r.now - old.at)
-                deficit[j.id] = old.deficit.get(j.id, zero) + owed - had[i]
+            share, owed_before, base = old.rows(r.jobs)
+            # time since the old reset, counted as the rounds count it (from initial_time)
+            had = (self.p.initial_time + r.spent - base) - self.p.initial_time
+            owed = owed_before + share * (r.now - old.at) - had
+            deficit = {j.id: owed[i] for i, j in enumerate(r.jobs)}
         e = _Epoch(r.now, tuple(r.types), ids, {},
                    {j.id: r.spent[i].copy() for i, j in enumerate(r.jobs)}, deficit)
         self.clock.keep_only(ids)
@@ -321,36 +332,33 @@ class GavelRounds(SchedulingBase):
         out = fifo_types(queue, kept, sizes, r.capacity[by_name], rng)
         return {jid: by_name[t] for jid, t in out.items()}
 
-    def _assign(self, r: _Round, e: _Epoch, rng: random.Random) -> dict[int, int]:
+    def _assign(self, r: _Round, e: _Epoch) -> dict[int, int]:
         """Gavel's round: type after type, jobs by decreasing (priority, deficit,
         allocation), ties by arrival, take the type's GPUs while they fit. Returns job index
         -> type index, in order of assignment."""
         n, n_types = r.rates.shape
-        zero = np.zeros(n_types)
-        share = np.array([e.share.get(j.id, zero) for j in r.jobs]).reshape(n, n_types)
-        deficit = np.array([e.deficit.get(j.id, zero) for j in r.jobs]).reshape(n, n_types)
-        since = self._since(r, e)
+        share, deficit, base = e.rows(r.jobs)
+        since = self.p.initial_time + r.spent - base
         runs = r.rates > 0
         prio = np.where(runs & (share > 0),
                         share / np.where(since > 0, since, 1e-9), 0.0)
         gpus = [j.num_gpus for j in r.jobs]
-        left = r.capacity.copy()
         type_order = list(range(n_types))
-        if self.shuffle:
-            rng.shuffle(type_order)
-        fifo = self.p.allocation == "fifo"
+        if self.shuffle:  # seeded by the round's time: deciding twice gives one answer
+            random.Random(f"{self.p.seed}:{r.now!r}").shuffle(type_order)
+        # FIFO: a job with no allocation on a type does not fill it
+        may = runs & (prio > 0) if self.p.allocation == "fifo" else runs
         chosen: dict[int, int] = {}
         arrival = np.arange(n)
         for t in type_order:
-            for i in np.lexsort((arrival, -share[:, t], -deficit[:, t], -prio[:, t])):
-                i = int(i)
-                if left[t] <= 0:
+            ranked = np.lexsort((arrival, -share[:, t], -deficit[:, t], -prio[:, t]))
+            left = float(r.capacity[t])
+            for i in ranked[may[ranked, t]].tolist():  # plain ints: numpy scalars are slow
+                if left <= 0:
                     break
-                if i in chosen or not runs[i, t] or (fifo and prio[i, t] <= 0) \
-                        or gpus[i] > left[t]:
-                    continue
-                chosen[i] = t
-                left[t] -= gpus[i]
+                if i not in chosen and gpus[i] <= left:
+                    chosen[i] = t
+                    left -= gpus[i]
         return chosen
 
     def _rank(self, r: _Round, chosen: dict[int, int]) -> list[Job]:
