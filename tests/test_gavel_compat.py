@@ -116,6 +116,19 @@ def test_allocation_is_held_until_the_reset_interval_has_passed() -> None:
     assert policy.epoch.at == 1920.0 and 1 in policy.epoch.share
 
 
+def test_a_job_without_an_allocation_waits_for_the_next_reset_even_with_gpus_free() -> None:
+    # Gavel's round counts job b on a type, but gives workers only to jobs of the
+    # allocation: b (arrived after the reset at 0) waits, and the free GPU stays idle.
+    shape = build_cluster([("v100", 2, 1)])
+    policy = GavelRounds(GavelRounds.Params(reset_interval=1920.0))
+    a, b = running(0, [0], since=0.0), pending(1, 1, submit=100.0)
+    policy.order(snapshot(shape, [a], now=0.0), [a])
+    s = policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
+    assert s.types == {0: "v100"} and s.stop == frozenset()
+    s = policy.order(snapshot(shape, [a, b], now=1920.0), [a, b])  # the reset: b runs
+    assert s.types == {0: "v100", 1: "v100"}
+
+
 def test_types_fill_in_order_and_the_job_behind_its_share_goes_first() -> None:
     # Two 1-GPU jobs, one v100: both allocated half of it; the one that ran less since the
     # reset has the higher priority and gets the v100, the other is not started.

@@ -18,7 +18,11 @@ differs, and its numbers can only be reproduced by doing what it does:
   K80, shuffled every round for the heterogeneity-agnostic policies, as Gavel does), jobs in
   decreasing (priority, deficit, allocation), ties by arrival, take its GPUs while they fit;
   a job runs on at most one type, never on one where it makes no progress, and jobs with
-  priority 0 fill what is left (except under FIFO).
+  priority 0 fill what is left (except under FIFO). A job that arrived since the reset is
+  counted there too, but Gavel gives workers only to the jobs of its allocation
+  (``_schedule_jobs_on_workers``): it does not run until the next reset, and the GPUs it
+  was counted on stay idle for the round.
+* **Jobs Gavel did not pick stop** (``Schedule.stop``) unless nobody takes their GPUs.
 
 Allocations (``allocation``):
 
@@ -335,7 +339,7 @@ class GavelRounds(SchedulingBase):
     def _assign(self, r: _Round, e: _Epoch) -> dict[int, int]:
         """Gavel's round: type after type, jobs by decreasing (priority, deficit,
         allocation), ties by arrival, take the type's GPUs while they fit. Returns job index
-        -> type index, in order of assignment."""
+        -> type index, in order of assignment, for the jobs of the allocation."""
         n, n_types = r.rates.shape
         share, deficit, base = e.rows(r.jobs)
         since = self.p.initial_time + r.spent - base
@@ -359,7 +363,10 @@ class GavelRounds(SchedulingBase):
                 if i not in chosen and gpus[i] <= left:
                     chosen[i] = t
                     left -= gpus[i]
-        return chosen
+        # A job that arrived since the reset is counted on its type, but Gavel gives workers
+        # only to jobs of the allocation: it waits for the next reset, its GPUs left idle.
+        share_of = e.share
+        return {i: t for i, t in chosen.items() if r.jobs[i].id in share_of}
 
     def _rank(self, r: _Round, chosen: dict[int, int]) -> list[Job]:
         """The round engine's order: running jobs that keep their type, then the jobs
