@@ -154,6 +154,36 @@ def test_cluster_view_unschedulable_drain_and_flags_pass_through() -> None:
     assert d.drain == (Drain("node1", "test"),) and d.flag == ((1, "cordoned"),)
 
 
+@register("scheduling", "test-fifo-seeing-nodes")
+class FifoSeeingNodes(SchedulingBase):
+    """Test scheduler: arrival order; remembers the node states it was shown."""
+
+    time_dependent = False
+    keyed = True  # rank_all=False then takes the pending-only path
+    seen: list[dict[str, NodeState]] = []
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot: ClusterSnapshot, jobs) -> Schedule:
+        self.seen.append({n.name: n.state for n in snapshot.nodes})
+        return Schedule(sorted(jobs, key=lambda j: (j.submit_time, j.id)))
+
+
+@pytest.mark.parametrize("rank_all", [True, False])
+def test_the_scheduler_sees_nodes_the_cluster_manager_cordons_as_draining(rank_all) -> None:
+    # Gavel and Pollux size their allocation by the GPUs of UP nodes: a cordoned node's
+    # GPUs are none placement may use, so they must not count.
+    s = snapshot(cluster(2, 2, 2), [pending(1, 2)], states={"node2": NodeState.DOWN})
+    FifoSeeingNodes.seen.clear()
+    d = decide(s, comp("test-fifo-seeing-nodes", cluster="test-cordon-node1"),
+               rank_all=rank_all)
+    assert FifoSeeingNodes.seen == [
+        {"node1": NodeState.DRAIN, "node2": NodeState.DOWN, "node3": NodeState.UP}]
+    assert started(d) == {1: (4, 5)} and d.drain == (Drain("node1", "test"),)
+    assert s.nodes[0].state is NodeState.UP  # the world's snapshot is untouched
+
+
 def test_cluster_view_preempt_stops_a_job_and_reuses_its_gpus() -> None:
     shape = cluster(2)
     jobs = [running(1, [0, 1], submit=0.0), pending(2, 2, submit=5.0)]

@@ -48,7 +48,7 @@ from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
 from .composition import Composition
 from .fit import Booked, allowed, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
-from .model import ClusterSnapshot, Decisions, Job, Start
+from .model import ClusterSnapshot, Decisions, Job, NodeState, Start
 
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id, _gpus = attrgetter("admitted"), attrgetter("id"), attrgetter("gpus")
@@ -82,8 +82,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
         quick = _pending_only(snapshot, comp, view, pending, admit, admitted)
         if quick is not None:
             return replace(quick, state=state) if state else quick
-    schedule = comp.scheduling.order(snapshot, _active(snapshot.jobs, len(waiting), admitted,
-                                                        forced))
+    schedule = comp.scheduling.order(_managed(snapshot, view),
+                                     _active(snapshot.jobs, len(waiting), admitted, forced))
     free = FreeGpus.of(snapshot, view.unschedulable)
     for job in forced.values():
         free.give(job.gpus)
@@ -98,6 +98,19 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
                      order=tuple(map(_id, schedule.order)), drain=view.drain, flag=view.flag,
                      marks=schedule.marks, state=state, reasons=reasons,
                      composition=comp.name)
+
+
+def _managed(snapshot: ClusterSnapshot, view: ClusterView) -> ClusterSnapshot:
+    """The snapshot the scheduler ranks on: nodes the cluster manager takes out of new work
+    read as draining, so a scheduler that sizes its allocation by the GPUs of UP nodes
+    (Gavel, Pollux) counts only those placement may use."""
+    out = view.unschedulable
+    if not out:
+        return snapshot
+    drain, up = NodeState.DRAIN, NodeState.UP
+    nodes = tuple(replace(n, state=drain) if n.state is up and n.name in out else n
+                  for n in snapshot.nodes)
+    return replace(snapshot, nodes=nodes)
 
 
 def _forced(snapshot: ClusterSnapshot, view: ClusterView) -> dict[int, Job]:
@@ -421,7 +434,7 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
     strict order). The common round of a cluster with spare GPUs then costs O(pending).
     """
     queue = [j for j in pending if j.admitted or j.id in admitted]
-    schedule = comp.scheduling.order(snapshot, queue)
+    schedule = comp.scheduling.order(_managed(snapshot, view), queue)
     if schedule.stop:
         return None  # the walk stops them
     alloc, types = schedule.gpus, schedule.types
