@@ -52,9 +52,42 @@ def test_gavel_world_restarts_for_free() -> None:
     assert costly[0] - free[0] == pytest.approx(30.0)
 
 
+def _starts(clock: str, specs: list[JobSpec], comp: object = FIFO) -> dict[int, float | None]:
+    cfg = SimConfig(round_duration=360.0, restart_cost=0.0, clock=clock)  # type: ignore[arg-type]
+    result = Simulator(Workload(tuple(specs)), comp, cluster(1), cfg).run()  # type: ignore[arg-type]
+    return {r.id: r.first_start for r in result.jobs}
+
+
+def test_gavels_clock_ends_a_round_with_its_last_job() -> None:
+    # Job 0 runs 100 s from its arrival at 10; job 1 arrives at 50. On Gavel's clock the
+    # first round is the first arrival and the next one comes when job 0 ends; on ticks,
+    # job 0 waits for the round at 360 and job 1 for the one at 720.
+    specs = [JobSpec(0, 10.0, 1, 100.0), JobSpec(1, 50.0, 1, 100.0)]
+    assert _starts("gavel", specs) == {0: 10.0, 1: 110.0}
+    assert _starts("ticks", specs) == {0: 360.0, 1: 720.0}
+
+
+def test_gavels_clock_jumps_to_the_next_arrival_when_nothing_runs() -> None:
+    # After job 0 ends at 110 the cluster is idle: the next round is job 1's arrival at
+    # 5000, not the 360 s tick after 110.
+    specs = [JobSpec(0, 10.0, 1, 100.0), JobSpec(1, 5000.0, 1, 100.0)]
+    assert _starts("gavel", specs) == {0: 10.0, 1: 5000.0}
+    assert _starts("ticks", specs)[1] == 5040.0
+
+
+def test_on_gavels_clock_a_job_without_an_allocation_sits_out_an_idle_cluster() -> None:
+    # Job 1 arrives after the reset at 0: no allocation until the next one (1,920 s on).
+    # Once job 0 ends, nothing runs, so Gavel's clock goes to the next arrival (3000) and
+    # resets there; on ticks the round at 2160 is the first past the interval.
+    specs = [JobSpec(0, 0.0, 1, 100.0), JobSpec(1, 50.0, 1, 100.0),
+             JobSpec(2, 3000.0, 1, 100.0)]
+    assert _starts("gavel", specs, load("gavel-max-min"))[1] == 3000.0
+    assert _starts("ticks", specs, load("gavel-max-min"))[1] == 2160.0
+
+
 def test_mode_sets_the_world_and_explicit_options_win() -> None:
     assert _sim_overrides(None, None, None, None, "gavel") == {
-        **MODES["gavel"], "restart_cost": 0.0, "rates": "consolidated"}
+        **MODES["gavel"], "restart_cost": 0.0, "rates": "consolidated", "clock": "gavel"}
     assert _sim_overrides(None, None, None, 5.0, "gavel")["restart_cost"] == 5.0
     assert _sim_overrides(None, None, None, None) == {}
     with pytest.raises(ValueError, match="--mode must be one of physical, blox, gavel"):

@@ -74,7 +74,8 @@ QuantizeOpt = Annotated[bool | None, typer.Option(
 RestartOpt = Annotated[float | None, typer.Option(help="Seconds to restore after preemption.")]
 ModeOpt = Annotated[str | None, typer.Option(
     "--mode", help="World: physical (spread jobs at spread rates, 30 s restarts), blox "
-    "(Blox's accounting) or gavel (Gavel's: consolidated rates, free restarts). Default: "
+    "(Blox's accounting) or gavel (Gavel's: consolidated rates, free restarts, its round "
+    "clock). Default: "
     "the composition's own settings.")]
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", help="TOML with a \\[simulation] table from `blox-slurm calibrate`: "

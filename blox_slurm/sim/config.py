@@ -42,6 +42,11 @@ class SimConfig(BaseModel):
     ``rates``: how a placement turns into speed: ``"placement"`` (the physical world: a job
     spread over nodes runs at the throughput model's spread rate) or ``"consolidated"``
     (Gavel's simulator: every job at its consolidated rate wherever it runs).
+    ``clock``: when rounds happen: ``"ticks"``, every ``round_duration`` seconds (Blox's
+    simulator, and a controller on a cluster), or ``"gavel"``, as Gavel's simulator moves its
+    clock: a round ends when the last job it runs ends, if that comes sooner; when nothing
+    runs, the next round is the next arrival (even with jobs waiting: in Gavel they wait for
+    the allocation's next reset); the first round is the first arrival.
     ``usage_half_life``: seconds after which a finished run's GPU-seconds count half in the
     per-user/account usage the simulator hands to fair-share policies (default 7 days).
     """
@@ -59,20 +64,23 @@ class SimConfig(BaseModel):
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)
     responsiveness: Literal["start", "blox"] = "start"
     rates: Literal["placement", "consolidated"] = "placement"
+    clock: Literal["ticks", "gavel"] = "ticks"
 
 
 # The worlds of the published simulators, as [simulation] settings: what ``--mode`` sets
 # over a composition's own table. ``physical`` is the default world spelled out.
 MODES: dict[str, dict[str, object]] = {
     "physical": {"round_duration": 300.0, "quantize_to_rounds": False,
-                 "responsiveness": "start", "restart_cost": 30.0, "rates": "placement"},
+                 "responsiveness": "start", "restart_cost": 30.0, "rates": "placement",
+                 "clock": "ticks"},
     # Blox: jobs end at the end of their last round, a start counts when its round ends, and
     # a restart is free.
     "blox": {"round_duration": 300.0, "quantize_to_rounds": True, "responsiveness": "blox",
-             "restart_cost": 0.0, "rates": "placement"},
-    # Gavel: 360 s rounds, consolidated rates whatever the placement, a restart is free.
+             "restart_cost": 0.0, "rates": "placement", "clock": "ticks"},
+    # Gavel: 360 s rounds on Gavel's clock, consolidated rates whatever the placement, a
+    # restart is free.
     "gavel": {"round_duration": 360.0, "quantize_to_rounds": False, "responsiveness": "start",
-              "restart_cost": 0.0, "rates": "consolidated"},
+              "restart_cost": 0.0, "rates": "consolidated", "clock": "gavel"},
 }
 
 

@@ -100,8 +100,10 @@ class Run:
         # A policy that re-places running jobs with time alone (Gavel's rounds) needs every
         # round while jobs run, not only while some wait.
         self.every_round = getattr(sim.comp.scheduling, "moves_with_time", False)
+        self.gavel_clock = cfg.clock == "gavel"
         self.next_spec = 0
-        self.t = ceil_to(self.specs[0].submit_time, self.rd) if self.specs else 0.0
+        first = self.specs[0].submit_time if self.specs else 0.0
+        self.t = first if self.gavel_clock else ceil_to(first, self.rd)
         if sim.start is not None:
             self.t = sim.start.now
         usage = DecayedUsage(cfg.usage_half_life, self.t)
@@ -190,15 +192,35 @@ class Run:
         # need not be, so only a no-op round proves that a time-independent composition will
         # do nothing until the next event.
         self.dirty = bool(d.start or d.stop or d.move or d.admit)
-        self.t += self.rd
+        self.t = self._next_round(t)
+
+    def _next_round(self, t: float) -> float:
+        """The round after the one at ``t``: a round later, or on Gavel's clock (``clock =
+        "gavel"``) when the last running job ends if sooner, and when nothing runs, at the
+        next arrival. Gavel's waiting jobs may sit out an idle cluster until then (jobs that
+        arrived since its last reset have no allocation), and on a light trace that wait
+        was most of the difference from Gavel's own JCTs (2869ce: -11 %)."""
+        nxt = t + self.rd
+        if not self.gavel_clock:
+            return nxt
+        world = self.world
+        if world.finish_at:
+            return min(nxt, max(world.finish_at.values()))
+        if world.busy == 0 and self.next_spec < len(self.specs):
+            arrival = self.specs[self.next_spec].submit_time
+            return arrival if arrival > t else nxt
+        return nxt
 
     def _jump(self) -> None:
-        """Nothing can change before the next event: go to its round."""
+        """Nothing can change before the next event: go to its round (on Gavel's clock, to
+        the event itself)."""
         nxt = self.world.next_completion()
         if self.next_spec < len(self.specs):
             nxt = min(nxt, self.specs[self.next_spec].submit_time)
         if nxt == math.inf:
             self.done = True  # jobs wait that no decision will ever start
+        elif self.gavel_clock and nxt > self.t:
+            self.t = nxt
         else:
             self.t = max(self.t + self.rd, ceil_to(nxt, self.rd))
 
