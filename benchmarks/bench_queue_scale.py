@@ -16,6 +16,9 @@ gives medians of the warm ones and the first one, split into:
   Slurm process runs);
 * ``store``: the store's reads and writes;
 * ``decide``: the policy and the plan; ``other``: the rest of the round;
+* ``cpu``: the controller's own CPU time in the round (both its threads, none of Slurm's
+  processes): what a before/after comparison on a loaded machine should look at, as the
+  wall times above grow with the load;
 
 then the jobs the policy saw (``seen``), the Slurm calls per round, the controller's resident
 memory (its peak so far), and the peak resident memory of the Slurm client processes of one
@@ -189,8 +192,10 @@ def vm(key: str) -> float:
 
 def one_round(ctl: Controller, clock: Clock) -> dict[str, float]:
     clock.spent.clear()
+    cpu = time.process_time()
     with clock.part("round"):
         report = ctl.round()
+    cpu = time.process_time() - cpu
     if report.error:
         raise SystemExit(f"round failed: {report.error}")
     s = dict(clock.spent)
@@ -199,7 +204,7 @@ def one_round(ctl: Controller, clock: Clock) -> dict[str, float]:
             "parse": client - s.get("slurm", 0.0), "store": s.get("store", 0.0),
             "decide": s.get("decide", 0.0),
             "other": s["round"] - client - s.get("store", 0.0) - s.get("decide", 0.0),
-            "calls": report.slurm_calls, "jobs": report.jobs}
+            "cpu": cpu, "calls": report.slurm_calls, "jobs": report.jobs}
 
 
 def measure(world: World, queued: int, warm: int) -> dict[str, Any]:
@@ -228,7 +233,7 @@ PLAN = controller_module.make_plan
 def table(rows: list[dict[str, Any]], version: str, nodes: int) -> str:
     head = (f"Controller round (dry run, FIFO), {nodes} x 4 GPUs, all busy, Slurm {version}\n"
             f"{'queued':>7} {'seen':>6} {'round':>7} {'slurm':>7} {'parse':>7} {'store':>7} "
-            f"{'decide':>7} {'other':>7} {'calls':>6} {'ctl MiB':>8} {'(peak)':>7} "
+            f"{'decide':>7} {'other':>7} {'cpu':>7} {'calls':>6} {'ctl MiB':>8} {'(peak)':>7} "
             f"{'client MiB':>11}")
     lines = [head]
     for r in rows:
@@ -236,7 +241,7 @@ def table(rows: list[dict[str, Any]], version: str, nodes: int) -> str:
             lines.append(
                 f"{r['queued'] if label == 'warm' else 'first':>7} {w['jobs']:>6g} "
                 f"{w['round']:>7.3f} {w['slurm']:>7.3f} {w['parse']:>7.3f} {w['store']:>7.3f} "
-                f"{w['decide']:>7.3f} {w['other']:>7.3f} {w['calls']:>6g}" + (
+                f"{w['decide']:>7.3f} {w['other']:>7.3f} {w['cpu']:>7.3f} {w['calls']:>6g}" + (
                     f" {r['rss']:>8.0f} {r['hwm']:>7.0f} {r['client_peak']:>7.0f} "
                     f"({r['client_peak_by']})" if label == "warm" else ""))
     lines.append("seconds; a queue length's first line: the median of the warm rounds, its "
