@@ -135,3 +135,55 @@ def test_a_policy_that_spares_is_offered_only_victims_of_the_type(minimize: bool
     d = decide(snapshot(SHAPE, jobs), c)
     assert offered == ([[3]] if minimize else [[3, 2]])  # ranked highest first
     assert set(d.preempt) == ({3} if minimize else {2, 3})
+
+
+# ------------------------------------------------------------ movers freed before the walk
+
+TWO = build_cluster([("k80", 1, 1), ("v100", 1, 1)])  # GPU 0: k80, GPU 1: v100
+
+
+@register("scheduling", "test-gavel-like")
+class GavelLike(SchedulingBase):
+    """Test policy: arrival order; each job on the type of its ``want`` hint, if any; movers
+    freed before the walk, as Gavel's rounds ask."""
+
+    time_dependent = False
+
+    def __init__(self, params: object = None) -> None:
+        pass
+
+    def order(self, snapshot, jobs) -> Schedule:
+        ranked = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+        types = {j.id: j.hint("want") for j in ranked if j.hint("want")}
+        return Schedule(ranked, types=types, free_movers=True)
+
+
+def wants(gpu_type: str) -> dict[str, object]:
+    return {"hints": (("want", gpu_type),)}
+
+
+def test_freed_movers_swap_types_without_a_preemption_policy() -> None:
+    # Job 1 on the K80 wants the V100, job 2 on the V100 wants the K80: freed before the
+    # walk, they swap even under a preemption policy that never stops anyone.
+    jobs = [running(1, [0], submit=0.0, **wants("v100")),
+            running(2, [1], submit=1.0, **wants("k80"))]
+    d = decide(snapshot(TWO, jobs), comp("test-gavel-like", preemption="none"))
+    assert started(d) == {1: (1,), 2: (0,)} and d.stop == ()
+
+
+def test_a_freed_mover_without_room_keeps_its_gpus_if_nobody_took_them() -> None:
+    # Job 1 wants the V100, which job 2 keeps (ranked first, on its type): job 1 stays.
+    jobs = [running(2, [1], submit=0.0), running(1, [0], submit=1.0, **wants("v100"))]
+    d = decide(snapshot(TWO, jobs), comp("test-gavel-like", preemption="none"))
+    assert (d.start, d.stop, d.move) == ((), (), ())
+
+
+def test_a_freed_mover_without_room_waits_if_its_gpus_were_taken() -> None:
+    # Pending job 3, ranked first, takes the K80 job 1 left; the V100 stays job 2's: job 1
+    # is stopped (by its scheduler, for nobody in particular) and waits.
+    jobs = [pending(3, 1, submit=0.0, **wants("k80")), running(2, [1], submit=0.5),
+            running(1, [0], submit=1.0, **wants("v100"))]
+    d = decide(snapshot(TWO, jobs), comp("test-gavel-like", preemption="none"),
+               explain=True)
+    assert started(d) == {3: (0,)} and d.preempt == (1,)
+    assert d.reasons[1] == "stopped by its scheduler: not run this round"

@@ -130,6 +130,11 @@ class Schedule:
     # pick). The engine stops them before the walk, so their GPUs need no preemption search;
     # one whose GPUs nobody took by the end of the walk keeps running.
     stop: frozenset[int] = frozenset()
+    # True: the running jobs moved to another type (``types``) leave their GPUs before the
+    # walk too, and take GPUs of their new type at their rank; one that finds none keeps its
+    # own if nobody took them, else waits. For a scheduler that re-picks every job every
+    # round (Gavel's): its moves then need no swaps found by preemption searches.
+    free_movers: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ The engine walks the scheduler's priority order once:
   GPUs; its old GPUs are free for the jobs ranked below); each world carries it out as a
   checkpoint and a restart on the new GPUs;
 * running jobs the scheduler does not run this round (``Schedule.stop``: Gavel's rounds) are
-  stopped before the walk, and keep running after it if nobody took their GPUs;
+  stopped before the walk, and keep running after it if nobody took their GPUs; with
+  ``Schedule.free_movers`` so are the GPUs of those it moves to another type, each placed
+  again at its rank (or kept, or waiting, the same way);
 * a pending job gets GPUs from the placement policy; if it does not fit, the preemption policy
   may name running jobs ranked *below* it to stop, and only when stopping them makes it fit;
 * when a job cannot be placed, lower-ranked jobs are still tried if the preemption policy
@@ -148,7 +150,8 @@ class _Walk:
                  free: FreeGpus, ledger: Ledger) -> None:
         self.snapshot, self.comp, self.free, self.ledger = snapshot, comp, free, ledger
         self.order, self.types, self.alloc = schedule.order, schedule.types, schedule.gpus
-        self.unscheduled = schedule.stop
+        self.unscheduled, self.free_movers = schedule.stop, schedule.free_movers
+        self.paused: dict[int, Job] = {}  # left their GPUs before the walk, not placed again
         self.preemption = comp.preemption
         self.spare = comp.preemption.spares_victims  # Blox (minimize = false) stops them all
         self.victims_due: list[tuple[int, Job]] = []  # (rank position, victim), rank order
@@ -165,10 +168,11 @@ class _Walk:
         in rank order (running ones keep their GPUs otherwise: walking only these keeps a
         round cheap when hundreds run)."""
         order, free, ledger = self.order, self.free, self.ledger
-        paused = self.pause() if self.unscheduled else []
         pending_pos = list(compress(range(len(order)), map(not_, map(_gpus, order))))
         n_running = len(order) - len(pending_pos)
         move_pos = self._movers()
+        if self.unscheduled or (self.free_movers and move_pos):
+            self.pause(move_pos)
         walk = sorted(pending_pos + move_pos) if move_pos else pending_pos
         leaving = {order[i].id for i in move_pos}
         k = 0  # pending jobs walked so far
@@ -190,30 +194,41 @@ class _Walk:
                 ledger.blocker = pos
         if self.spare:
             self.spare_victims(len(order))
-            self.resume(paused)
+        if self.paused:
+            self.resume()
 
-    def pause(self) -> list[Job]:
-        """Stop the running jobs the scheduler does not run this round (``Schedule.stop``)
-        before the walk: their GPUs join the pool, so the jobs the scheduler did pick take
-        them without a preemption search (a Gavel round re-picks every job, and searching for
-        victims among those it dropped was most of its cost). In rank order."""
-        live, ids = self.live(), self.unscheduled
-        paused = [(i, j) for i, j in enumerate(self.order) if j.gpus and j.id in ids]
-        for at, job in paused:
-            self.ledger.stop(job.id, None)
-            self.free.give(job.gpus)
-            live.leave(job, at)
-        return [job for _, job in paused]
+    def pause(self, move_pos: Sequence[int]) -> None:
+        """Before the walk, stop the running jobs the scheduler does not run this round
+        (``Schedule.stop``) and, with ``Schedule.free_movers``, free the GPUs of those it
+        moves to another type (placed again at their rank, see :meth:`move`): their GPUs
+        join the pool, so the jobs the scheduler picked take them without preemption
+        searches (a Gavel round re-picks every job: searching for victims among the jobs it
+        dropped, and for swaps between movers, was most of its cost). In rank order."""
+        live, ids, order = self.live(), self.unscheduled, self.order
+        movers = ({order[i].id for i in move_pos if order[i].id not in self.resized}
+                  if self.free_movers else set())
+        for at, job in enumerate(order):
+            if job.gpus and (job.id in ids or job.id in movers):
+                if job.id in ids:
+                    self.ledger.stop(job.id, None)
+                self.paused[job.id] = job
+                self.free.give(job.gpus)
+                live.leave(job, at)
 
-    def resume(self, paused: list[Job]) -> None:
-        """Jobs stopped by :meth:`pause` whose GPUs nobody took keep running (the pool would
-        leave them idle otherwise), in rank order; the others wait. Only when the preemption
-        policy spares victims: Blox's ``minimize = false`` stops what it is told to."""
-        free, node_of = self.free, self.snapshot.gpus
-        for job in paused:
-            if all(g in free.by_node.get(node_of[g].node, ()) for g in job.gpus):
-                self.ledger.spare(job.id)
+    def resume(self) -> None:
+        """Jobs :meth:`pause` took off their GPUs and the walk did not place again: those
+        whose GPUs nobody took keep running (the pool would leave them idle otherwise; only
+        when the preemption policy spares victims: Blox's ``minimize = false`` stops what it
+        is told to), the others wait. In rank order."""
+        free, node_of, ledger = self.free, self.snapshot.gpus, self.ledger
+        for job in self.paused.values():
+            if self.spare and all(g in free.by_node.get(node_of[g].node, ())
+                                  for g in job.gpus):
+                if job.id in ledger.stopped:
+                    ledger.spare(job.id)
                 free.take(job.gpus)
+            elif job.id not in ledger.stopped:
+                ledger.stop(job.id, None)
 
     def _movers(self) -> list[int]:
         """Rank positions of the running jobs the scheduler chose another GPU type or count
@@ -254,6 +269,12 @@ class _Walk:
             return
         if job.id in self.resized:
             self.resize(job, pos)
+            return
+        if job.id in self.paused:  # its GPUs were freed before the walk
+            gpus = self.restart(job)
+            if gpus is not None:
+                del self.paused[job.id]
+                self.ledger.move(job.id, gpus)
             return
         gpus = self.relocate(job, pos, leaving) if self.spare else self.restart(job)
         if gpus is not None:

@@ -246,7 +246,7 @@ class GavelRounds(SchedulingBase):
         for j in ranked:  # a job Gavel did not pick and is stopped restarts only where it was
             if j.running and j.id not in types:
                 types[j.id] = r.gpu_type[j.gpus[0]]
-        return Schedule(ranked, types=types, stop=stop)
+        return Schedule(ranked, types=types, stop=stop, free_movers=True)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
