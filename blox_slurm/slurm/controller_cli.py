@@ -218,7 +218,8 @@ def calibrate(
         "--out", "-o", help="Write the simulation table here, for `simulate "
         "--calibration`.")] = None,
     stores: Annotated[list[Path] | None, typer.Option(
-        "--store", help="A controller's store (its state.db) instead of the config's; "
+        "--store", metavar="<path>", help="A controller's store (its state.db) instead of "
+        "the config's; "
         "repeat it to calibrate once from several runs pooled.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
