@@ -36,7 +36,10 @@ def test_fake_job_preempted_twice_runs_every_iteration_exactly_once(
             p = read_progress(progress)
             return bool(p and p["runs"] == run and p["iteration"] >= floor + 30)
 
-        wait_for(advanced, 20, f"run {run} to make progress")
+        # A released job whose delay was lifted (to now+2 s) starts at Slurm's next
+        # scheduling pass: with nothing else happening on the cluster, the backfill pass,
+        # every 30 s. 20 s was not always enough on 24.11 (a CI failure).
+        wait_for(advanced, 45, f"run {run} to make progress")
         client.requeue_hold([job])  # Slurm sends SIGTERM: the trainer checkpoints
         held = jobs.wait_state(job, "PENDING")
         assert held.held and held.restart_cnt == run
@@ -45,7 +48,7 @@ def test_fake_job_preempted_twice_runs_every_iteration_exactly_once(
         checkpoints.append(p["iteration"])
         client.release([job])
         client.update_jobs([job], JobUpdate(lift_delay=True))
-    done = jobs.wait_state(job, "COMPLETED", timeout=30)
+    done = jobs.wait_state(job, "COMPLETED", timeout=45)  # a pass, then 2 s of work
     final = read_progress(progress)
     assert final is not None and final["state"] == "done" and final["iteration"] == TOTAL
     c1, c2 = checkpoints
