@@ -72,7 +72,7 @@ def test_fake_job_checkpoints_on_usr1_and_slurm_requeues_it_held(
     assert p is not None and p["state"] == "preempted" and p["signal"] == 10
     client.release([job])
     client.update_jobs([job], JobUpdate(lift_delay=True))
-    jobs.wait_state(job, "RUNNING", timeout=10)
+    jobs.wait_state(job, "RUNNING", timeout=45)  # at Slurm's next pass (see the test above)
 
     def resumed() -> bool:
         q = read_progress(progress)
