@@ -239,13 +239,11 @@ class GavelRounds(SchedulingBase):
         types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
         ranked = self._rank(r, chosen)
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
-        # (A job too large for any type is not Gavel's to pick: it keeps what it holds.)
-        too_big = r.capacity.max(initial=0.0)
+        # (A job larger than any type is not Gavel's to pick: it keeps what it holds, with
+        # no type, so that as a victim it may restart across types.)
+        largest = r.capacity.max(initial=0.0)
         stop = frozenset(j.id for j in ranked
-                         if j.running and j.id not in types and j.num_gpus <= too_big)
-        for j in ranked:  # a job Gavel did not pick and is stopped restarts only where it was
-            if j.running and j.id not in types:
-                types[j.id] = r.gpu_type[j.gpus[0]]
+                         if j.running and j.id not in types and j.num_gpus <= largest)
         return Schedule(ranked, types=types, stop=stop, free_movers=True)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
