@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from _core_helpers import cluster, pending, running, snapshot
 
-from blox_slurm.core.model import Job, build_cluster
+from blox_slurm.core.model import Job, NodeState, build_cluster
 from blox_slurm.core.throughput import ParametricThroughput
 from blox_slurm.loading import build, load
 from blox_slurm.policies.scheduling.gavel import allocate
@@ -173,6 +173,22 @@ def test_types_fill_in_order_and_the_job_behind_its_share_goes_first() -> None:
     assert [j.id for j in s.order] == [1, 0]  # b scheduled; a ranked after, to make room
     assert s.types[1] == "v100"
     assert s.stop == {0}  # Gavel runs only the jobs it picked
+
+
+def test_a_node_going_down_between_rounds_takes_its_type_out_of_the_next_round() -> None:
+    # The policy keeps what it derived from the node list while the list stays the same:
+    # a node that goes down comes as a new list, and the round after must not use its type.
+    shape = build_cluster([("v100", 1, 1), ("k80", 1, 1)])
+    policy = GavelRounds(GavelRounds.Params(reset_interval=0.0))
+    a, b = pending(0, 1), pending(1, 1)
+    s = policy.order(snapshot(shape, [a, b], now=0.0), [a, b])
+    assert sorted(s.types.values()) == ["k80", "v100"]
+    k80 = next(n.name for n in shape[0] if n.gpu_type == "k80")
+    s = policy.order(snapshot(shape, [a, b], now=360.0, states={k80: NodeState.DOWN}),
+                     [a, b])
+    assert list(s.types.values()) == ["v100"]
+    s = policy.order(snapshot(shape, [a, b], now=720.0), [a, b])  # back up
+    assert sorted(s.types.values()) == ["k80", "v100"]
 
 
 def test_gavel_heads_fifo_gives_the_type_that_sorts_last_even_beyond_its_gpus() -> None:

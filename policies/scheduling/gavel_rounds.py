@@ -61,7 +61,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
-from blox_slurm.core.model import ClusterSnapshot, Job
+from blox_slurm.core.model import ClusterSnapshot, Gpu, Job, Node
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
 
@@ -113,6 +113,28 @@ class _Round:
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
     spent: np.ndarray  # jobs x types: seconds run there so far
     gpu_type: list[str]  # per GPU id
+
+
+@dataclass(frozen=True, eq=False)
+class _NodeFacts:
+    """What a round reads from the node and GPU lists (see ``GavelRounds._node_facts``);
+    compared by identity, so a cache keyed on it is cheap."""
+
+    nodes: tuple[Node, ...]
+    gpus: tuple[Gpu, ...]
+    largest: dict[str, int]  # per type of the UP nodes, the GPUs of its largest node
+    types: list[str]  # the UP nodes' types, in ``type_order``
+    gpu_type: list[str]  # per GPU id
+    type_of_gpu: list[int]  # per GPU id: index into ``types``, -1 where no node is up
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot, type_order: Sequence[str]) -> _NodeFacts:
+        largest = _largest_nodes(snapshot)
+        types = _ordered_types(list(largest), type_order)
+        gpu_type = [g.type for g in snapshot.gpus]
+        index = {t: i for i, t in enumerate(types)}
+        return cls(snapshot.nodes, snapshot.gpus, largest, types, gpu_type,
+                   [index.get(t, -1) for t in gpu_type])
 
 
 class _TypeClock:
@@ -228,6 +250,7 @@ class GavelRounds(SchedulingBase):
         # capacities stay the same: computing them was a third of a round.
         self._rates: dict[tuple[object, ...], list[float]] = {}
         self._rates_for: tuple[object, ...] = ()
+        self._nodes: _NodeFacts | None = None
         self.solve_times: list[float] = []  # seconds per allocation computed (benchmarks)
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
@@ -249,12 +272,12 @@ class GavelRounds(SchedulingBase):
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
         model = snapshot.throughput or DEFAULT_THROUGHPUT
-        largest = _largest_nodes(snapshot)
-        types = _ordered_types(list(largest), self.p.type_order)
+        nodes = self._node_facts(snapshot)
+        types = nodes.types
         usable = usable_gpus(snapshot)
         capacity = np.array([usable[t] for t in types], dtype=float)
         ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
-        shape = (tuple(types), capacity.tobytes(), tuple(sorted(largest.items())), model)
+        shape = (nodes, capacity.tobytes(), model)
         if shape != self._rates_for:
             self._rates, self._rates_for = {}, shape
         cache = self._rates
@@ -263,14 +286,20 @@ class GavelRounds(SchedulingBase):
             key = (j.id, j.num_gpus, j.model, j.hints)  # hints: its types (required_types)
             row = cache.get(key)
             if row is None:
-                row = cache[key] = _rates(model, j, types, capacity, largest)
+                row = cache[key] = _rates(model, j, types, capacity, nodes.largest)
             rows.append(row)
         rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
-        gpu_type = [g.type for g in snapshot.gpus]
-        index = {t: i for i, t in enumerate(types)}
-        type_of_gpu = [index.get(t, -1) for t in gpu_type]
-        spent = self.clock.count(ordered, snapshot.now, type_of_gpu, len(types))
-        return _Round(snapshot.now, types, capacity, ordered, rates, spent, gpu_type)
+        spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types))
+        return _Round(snapshot.now, types, capacity, ordered, rates, spent, nodes.gpu_type)
+
+    def _node_facts(self, snapshot: ClusterSnapshot) -> _NodeFacts:
+        """The facts of the snapshot's nodes and GPUs, kept while they are the same objects:
+        a simulated world hands the same tuples every round, and deriving them was a fifth
+        of a Gavel round; a controller's snapshot brings new tuples, compared by value."""
+        facts = self._nodes
+        if facts is None or (snapshot.nodes, snapshot.gpus) != (facts.nodes, facts.gpus):
+            facts = self._nodes = _NodeFacts.of(snapshot, self.p.type_order)
+        return facts
 
     def _current_epoch(self, r: _Round) -> _Epoch:
         """The allocation in force: the last reset's, or a new one when the job set changed
