@@ -76,13 +76,16 @@ def test_gavels_clock_jumps_to_the_next_arrival_when_nothing_runs() -> None:
 
 
 def test_on_gavels_clock_a_job_without_an_allocation_sits_out_an_idle_cluster() -> None:
-    # Job 1 arrives after the reset at 0: no allocation until the next one (1,920 s on).
-    # Once job 0 ends, nothing runs, so Gavel's clock goes to the next arrival (3000) and
-    # resets there; on ticks the round at 2160 is the first past the interval.
-    specs = [JobSpec(0, 0.0, 1, 100.0), JobSpec(1, 50.0, 1, 100.0),
-             JobSpec(2, 3000.0, 1, 100.0)]
-    assert _starts("gavel", specs, load("gavel-max-min"))[1] == 3000.0
-    assert _starts("ticks", specs, load("gavel-max-min"))[1] == 2160.0
+    # Job 1 arrives after the reset at 10: no allocation until the next one (1,920 s on).
+    # Once job 0 ends, nothing runs, so Gavel's clock goes to the next arrival (3010) and
+    # resets there.
+    specs = [JobSpec(0, 10.0, 1, 100.0), JobSpec(1, 60.0, 1, 100.0),
+             JobSpec(2, 3010.0, 1, 100.0)]
+    assert _starts("gavel", specs, load("gavel-max-min"))[1] == 3010.0
+    # On ticks from a first job at 0, the reset at 0 does not start the interval (as in
+    # Gavel): job 1 gets its allocation at the next round.
+    at_zero = [JobSpec(0, 0.0, 1, 100.0), *specs[1:]]
+    assert _starts("ticks", at_zero, load("gavel-max-min"))[1] == 360.0
 
 
 def test_mode_sets_the_world_and_explicit_options_win() -> None:
@@ -141,24 +144,54 @@ def test_allocation_is_held_until_the_reset_interval_has_passed() -> None:
     shape = build_cluster([("v100", 2, 1)])
     policy = GavelRounds(GavelRounds.Params(reset_interval=1920.0))
     a, b = pending(0, 1), pending(1, 1, submit=100.0)
+    policy.order(snapshot(shape, [a], now=10.0), [a])
+    policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
+    assert policy.epoch is not None and policy.epoch.at == 10.0
+    assert 1 not in policy.epoch.share  # no allocation before the next reset
+    policy.order(snapshot(shape, [a, b], now=1930.0), [a, b])
+    assert policy.epoch.at == 1930.0 and 1 in policy.epoch.share
+
+
+def test_a_reset_at_time_zero_does_not_start_the_interval() -> None:
+    # Gavel reads a last reset time of 0 as "no reset yet": after a reset at 0 the next
+    # change of the job set resets at once (0e4a51's first jobs started 1,800 s late
+    # without this); from that reset on, the interval holds.
+    shape = build_cluster([("v100", 2, 1)])
+    policy = GavelRounds(GavelRounds.Params(reset_interval=1920.0))
+    a, b, c = pending(0, 1), pending(1, 1, submit=100.0), pending(2, 1, submit=400.0)
     policy.order(snapshot(shape, [a], now=0.0), [a])
     policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
-    assert policy.epoch is not None and policy.epoch.at == 0.0
-    assert 1 not in policy.epoch.share  # no allocation before the next reset
-    policy.order(snapshot(shape, [a, b], now=1920.0), [a, b])
-    assert policy.epoch.at == 1920.0 and 1 in policy.epoch.share
+    assert policy.epoch is not None and policy.epoch.at == 360.0 and 1 in policy.epoch.share
+    policy.order(snapshot(shape, [a, b, c], now=720.0), [a, b, c])
+    assert policy.epoch.at == 360.0 and 2 not in policy.epoch.share
+
+
+def test_the_type_shuffle_is_gavels_stream_and_one_draw_per_round_time() -> None:
+    # Gavel shuffles its types each round with random.Random(seed + 5): a lone job takes the
+    # first type of each round's shuffle. Deciding twice at one time draws once.
+    shape = build_cluster([("v100", 1, 1), ("p100", 1, 1), ("k80", 1, 1)])
+    policy = GavelRounds(GavelRounds.Params(allocation="max_min_agnostic", seed=3))
+    job = pending(0, 1)
+    stream = random.Random(3 + 5)
+    for now in (0.0, 360.0, 720.0, 1080.0):
+        order = [0, 1, 2]
+        stream.shuffle(order)
+        first = ["v100", "p100", "k80"][order[0]]
+        for _ in range(2):
+            s = policy.order(snapshot(shape, [job], now=now), [job])
+            assert s.types == {0: first}
 
 
 def test_a_job_without_an_allocation_waits_for_the_next_reset_even_with_gpus_free() -> None:
     # Gavel's round counts job b on a type, but gives workers only to jobs of the
-    # allocation: b (arrived after the reset at 0) waits, and the free GPU stays idle.
+    # allocation: b (arrived after the reset at 10) waits, and the free GPU stays idle.
     shape = build_cluster([("v100", 2, 1)])
     policy = GavelRounds(GavelRounds.Params(reset_interval=1920.0))
-    a, b = running(0, [0], since=0.0), pending(1, 1, submit=100.0)
-    policy.order(snapshot(shape, [a], now=0.0), [a])
+    a, b = running(0, [0], since=10.0), pending(1, 1, submit=100.0)
+    policy.order(snapshot(shape, [a], now=10.0), [a])
     s = policy.order(snapshot(shape, [a, b], now=360.0), [a, b])
     assert s.types == {0: "v100"} and s.stop == frozenset()
-    s = policy.order(snapshot(shape, [a, b], now=1920.0), [a, b])  # the reset: b runs
+    s = policy.order(snapshot(shape, [a, b], now=1930.0), [a, b])  # the reset: b runs
     assert s.types == {0: "v100", 1: "v100"}
 
 

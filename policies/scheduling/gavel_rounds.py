@@ -7,7 +7,8 @@ differs, and its numbers can only be reproduced by doing what it does:
 
 * **Allocations are held between resets.** The allocation is recomputed only when the job
   set changed *and* ``reset_interval`` seconds (Gavel: 1,920) have passed since the last
-  reset. A job that arrived since has no allocation: priority 0 until the next reset.
+  reset (a reset at time 0 does not count: Gavel reads a last reset time of 0 as none).
+  A job that arrived since has no allocation: priority 0 until the next reset.
 * **Time is counted since the last reset.** At a reset every job's time on every type
   restarts at ``initial_time`` (Gavel: half a 360 s round) and its *deficit* (time it should
   have had minus time it had, per type) accumulates. A job's priority on type ``t`` is
@@ -42,10 +43,12 @@ A job that fits no single type (more GPUs than any type has) is ranked last with
 may span types, so it is not starved forever. Jobs that cannot run anywhere wait.
 
 State. Gavel keeps its allocation, reset time and deficits in the scheduler; so does this
-policy, in its instance (a controller restart begins with a reset). A round's choices are a
-function of that state and the snapshot (the type shuffle and FIFO's draw are seeded by the
-round's time), so deciding twice on one snapshot gives the same decisions. A snapshot older
-than the last reset, or of a cluster with other GPU types, starts over.
+policy, in its instance (a controller restart begins with a reset). Its draws come from two
+streams seeded as Gavel's simulator seeds its own: the type shuffle from ``seed + 5`` (drawn
+once per round), FIFO's type draw from ``seed`` (``FIFOPolicy(seed=seed)``), so as long as
+the two simulators' rounds and resets agree they draw alike. A round's draw is kept for its
+time and a reset happens once, so deciding twice on one snapshot gives the same decisions. A
+snapshot older than the last reset, or of a cluster with other GPU types, starts over.
 """
 
 from __future__ import annotations
@@ -252,6 +255,12 @@ class GavelRounds(SchedulingBase):
         self._rates_for: tuple[object, ...] = ()
         self._nodes: _NodeFacts | None = None
         self.solve_times: list[float] = []  # seconds per allocation computed (benchmarks)
+        # Gavel's random streams, seeded as its simulator seeds them: the worker-type
+        # shuffler (seed + 5), drawn once per round, and FIFOPolicy's own (seed). A round's
+        # draw is kept for its time, so deciding twice at one time gives one answer.
+        self._shuffler = random.Random(self.p.seed + 5)
+        self._fifo_rng = random.Random(self.p.seed)
+        self._shuffled: tuple[float, list[int]] = (math.nan, [])
 
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         r = self._inputs(snapshot, jobs)
@@ -303,12 +312,15 @@ class GavelRounds(SchedulingBase):
 
     def _current_epoch(self, r: _Round) -> _Epoch:
         """The allocation in force: the last reset's, or a new one when the job set changed
-        and ``reset_interval`` has passed (Gavel's ``_update_priorities``)."""
+        and ``reset_interval`` has passed (Gavel's ``_update_priorities``). A reset at time
+        0 does not start the interval: Gavel reads a last reset time of 0 as no reset yet,
+        so a trace whose first job arrives at 0 resets again at the next change."""
         e = self.epoch
         if e is not None and (r.now < e.at or e.types != tuple(r.types)):
             e = None  # a snapshot from before the last reset, or other types: another world
         ids = frozenset(j.id for j in r.jobs)
-        if e is None or (ids != e.jobs and r.now - e.at >= self.p.reset_interval):
+        due = e is None or e.at == 0.0 or r.now - e.at >= self.p.reset_interval
+        if e is None or (ids != e.jobs and due):
             e = self.epoch = self._reset(r, e, ids)
         return e
 
@@ -359,8 +371,7 @@ class GavelRounds(SchedulingBase):
         sizes = {j.id: j.num_gpus for j in r.jobs}
         queue = [(j.id, j.num_gpus, r.rates[i][by_name]) for i, j in enumerate(r.jobs)
                  if j.id not in kept]
-        rng = random.Random(f"fifo:{self.p.seed}:{r.now!r}")
-        out = fifo_types(queue, kept, sizes, r.capacity[by_name], rng)
+        out = fifo_types(queue, kept, sizes, r.capacity[by_name], self._fifo_rng)
         return {jid: by_name[t] for jid, t in out.items()}
 
     def _assign(self, r: _Round, e: _Epoch) -> dict[int, int]:
@@ -374,9 +385,7 @@ class GavelRounds(SchedulingBase):
         prio = np.where(runs & (share > 0),
                         share / np.where(since > 0, since, 1e-9), 0.0)
         gpus = [j.num_gpus for j in r.jobs]
-        type_order = list(range(n_types))
-        if self.shuffle:  # seeded by the round's time: deciding twice gives one answer
-            random.Random(f"{self.p.seed}:{r.now!r}").shuffle(type_order)
+        type_order = self._type_order(r.now, n_types)
         # FIFO: a job with no allocation on a type does not fill it
         may = runs & (prio > 0) if self.p.allocation == "fifo" else runs
         chosen: dict[int, int] = {}
@@ -394,6 +403,18 @@ class GavelRounds(SchedulingBase):
         # only to jobs of the allocation: it waits for the next reset, its GPUs left idle.
         share_of = e.share
         return {i: t for i, t in chosen.items() if r.jobs[i].id in share_of}
+
+    def _type_order(self, now: float, n_types: int) -> list[int]:
+        """The order in which this round fills types: ``type_order``, shuffled by Gavel's
+        stream for the policies Gavel shuffles (one draw per round time)."""
+        at, order = self._shuffled
+        if not self.shuffle:
+            return list(range(n_types))
+        if at != now or len(order) != n_types:
+            order = list(range(n_types))
+            self._shuffler.shuffle(order)
+            self._shuffled = (now, order)
+        return order
 
     def _rank(self, r: _Round, chosen: dict[int, int]) -> list[Job]:
         """The round engine's order: running jobs that keep their type, then the jobs
