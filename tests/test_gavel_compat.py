@@ -3,21 +3,24 @@ that cannot run on a type) and the rounds of Gavel's own simulator (gavel_rounds
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 from _core_helpers import cluster, pending, running, snapshot
 
 from blox_slurm.core.model import Job, NodeState, build_cluster
-from blox_slurm.core.throughput import ParametricThroughput
+from blox_slurm.core.throughput import ParametricThroughput, for_steps
 from blox_slurm.loading import build, load
 from blox_slurm.policies.scheduling.gavel import allocate
 from blox_slurm.policies.scheduling.gavel_rounds import GavelRounds, fifo_types
 from blox_slurm.sim.cli import _sim_overrides
 from blox_slurm.sim.config import MODES, SimConfig
 from blox_slurm.sim.simulator import Simulator
+from blox_slurm.workloads.gavel_throughput import GavelThroughput
 from blox_slurm.workloads.schema import JobSpec, Workload
 
 FIFO = build({"scheduling": "fifo", "placement": {"policy": "first_fit"}})
@@ -56,6 +59,50 @@ def _starts(clock: str, specs: list[JobSpec], comp: object = FIFO) -> dict[int, 
     cfg = SimConfig(round_duration=360.0, restart_cost=0.0, clock=clock)  # type: ignore[arg-type]
     result = Simulator(Workload(tuple(specs)), comp, cluster(1), cfg).run()  # type: ignore[arg-type]
     return {r.id: r.first_start for r in result.jobs}
+
+
+def test_whole_steps_end_a_long_job_a_round_later(tmp_path: Path) -> None:
+    # 0.279 steps/s: a 360 s round runs int(100.44) = 100 whole steps in Gavel's simulator.
+    # 1,001 steps take 3,588 s at the rate (ten rounds), and eleven rounds of whole steps.
+    table = tmp_path / "simulation_throughputs.json"
+    table.write_text(json.dumps({"v100": {"('A', 1)": {"null": 0.279}}}))
+    model = GavelThroughput(table)
+    spec = JobSpec(0, 0.0, 1, 1001 / 0.279, model="A")
+    shape = build_cluster([("v100", 1, 1)])
+    finish = {}
+    for steps in ("continuous", "whole"):
+        cfg = SimConfig.model_validate({"round_duration": 360.0, **MODES["gavel"],
+                                        "steps": steps})
+        finish[steps] = _finish(cfg, model, shape, [spec])[0]
+    assert finish["continuous"] == pytest.approx(1001 / 0.279)
+    assert finish["whole"] == pytest.approx(3600.0 + 360.0 / 100)  # the 1,001st step
+    # What policies see is the measured rate, not the world's whole steps.
+    assert for_steps(model, "whole", 360.0).rate(Job(0, 0.0, 1, model="A"), 1, 1, "v100") \
+        == pytest.approx(100 / 100.44)
+    assert model.rate(Job(0, 0.0, 1, model="A"), 1, 1, "v100") == 1.0
+
+
+def test_time_on_a_type_is_credited_in_whole_steps_and_breaks_ties(tmp_path: Path) -> None:
+    # Jobs 0 (1 step/s) and 1 (0.279 steps/s: 100 steps in 358.4 s) share one v100, one
+    # round each. Gavel credits job 1 only its whole steps' time, so it is behind and goes
+    # next; with a model without steps the two tie, and arrival picks job 0.
+    table = tmp_path / "simulation_throughputs.json"
+    table.write_text(json.dumps({"v100": {"('A', 1)": {"null": 1.0},
+                                          "('B', 1)": {"null": 0.279}}}))
+    shape = build_cluster([("v100", 1, 1)])
+    picked = {}
+    for name, model in (("steps", GavelThroughput(table)), ("rates", ParametricThroughput())):
+        policy = GavelRounds(GavelRounds.Params(reset_interval=1e9))
+        a, b = pending(0, 1, model="A"), pending(1, 1, model="B")
+        assert policy.order(snapshot(shape, [a, b], now=0.0, throughput=model),
+                            [a, b]).types == {0: "v100"}
+        a_ran = running(0, [0], since=0.0, model="A")
+        assert policy.order(snapshot(shape, [a_ran, b], now=360.0, throughput=model),
+                            [a_ran, b]).types == {1: "v100"}
+        b_ran = running(1, [0], since=360.0, model="B")
+        picked[name] = policy.order(snapshot(shape, [a, b_ran], now=720.0, throughput=model),
+                                    [a, b_ran]).types
+    assert picked == {"steps": {1: "v100"}, "rates": {0: "v100"}}
 
 
 def test_gavels_clock_ends_a_round_with_its_last_job() -> None:

@@ -8,6 +8,7 @@ the same numbers to decide who gains most from an extra GPU, so the policy and t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -49,6 +50,17 @@ class CurveModel(Protocol):
 
     def curve(self, job: Job, placement: tuple[int, ...], gpu_type: str) -> ProgressCurve | None:
         ...
+
+
+@runtime_checkable
+class StepsModel(Protocol):
+    """A model built on measured steps per second (Gavel's throughput table): what a
+    simulator that counts whole steps, as Gavel's does, needs besides the rates."""
+
+    def knows(self, model: str) -> bool: ...
+
+    def steps_per_second(self, model: str, gpus: int, gpu_type: str | None = None,
+                         spread: bool = False) -> float: ...
 
 
 # The mark (1.0) of a job that picks its own batch size for its GPUs (Pollux's jobs): a
@@ -100,6 +112,46 @@ class ConsolidatedRates:
 
     def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
         return self.inner.rate(job, gpus, 1, gpu_type)
+
+
+@dataclass(frozen=True)
+class WholeSteps:
+    """``inner`` as Gavel's simulator runs a job: a round of ``round_duration`` runs
+    ``int(steps/s x round)`` whole steps, so a job makes that many per round, a fraction of a
+    step less than its rate gives (``SimConfig.steps = "whole"``; over a job of hundreds of
+    rounds it adds up to a round). Only the world runs on it: policies see ``inner``.
+    Jobs whose model ``table`` does not measure run at ``inner``'s rate."""
+
+    inner: ThroughputModel
+    table: StepsModel
+    round_duration: float
+    _factor: dict[tuple[str, int, str], float] = field(default_factory=dict, compare=False)
+
+    def rate(self, job: Job, gpus: int, nodes: int, gpu_type: str) -> float:
+        key = (job.model, gpus, gpu_type)
+        factor = self._factor.get(key)
+        if factor is None:
+            per_round = (self.table.steps_per_second(job.model, gpus, gpu_type)
+                         * self.round_duration if self.table.knows(job.model) else 0.0)
+            factor = self._factor[key] = (math.floor(per_round) / per_round
+                                          if per_round >= 1 else 1.0)
+        return self.inner.rate(job, gpus, nodes, gpu_type) * factor
+
+
+def steps_model(model: ThroughputModel | None) -> StepsModel | None:
+    """``model``'s steps/s table, seen through a :class:`ConsolidatedRates` wrapper; ``None``
+    for a model without one."""
+    inner = model.inner if isinstance(model, ConsolidatedRates) else model
+    return inner if isinstance(inner, StepsModel) else None
+
+
+def for_steps(model: ThroughputModel, steps: str, round_duration: float) -> ThroughputModel:
+    """The model a world with ``SimConfig.steps`` runs jobs on: ``model`` itself, or
+    :class:`WholeSteps` of it for ``"whole"`` when it has a steps table."""
+    table = steps_model(model)
+    if steps != "whole" or table is None:
+        return model
+    return WholeSteps(model, table, round_duration)
 
 
 def for_rates(model: ThroughputModel, rates: str) -> ThroughputModel:

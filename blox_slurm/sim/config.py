@@ -47,6 +47,9 @@ class SimConfig(BaseModel):
     clock: a round ends when the last job it runs ends, if that comes sooner; when nothing
     runs, the next round is the next arrival (even with jobs waiting: in Gavel they wait for
     the allocation's next reset); the first round is the first arrival.
+    ``steps``: ``"continuous"`` (a job progresses at its rate) or ``"whole"``, as Gavel's
+    simulator runs a job that its throughput table measures: ``int(steps/s x round)`` whole
+    steps per round, a fraction of a step under its rate, so a long job can end a round later.
     ``usage_half_life``: seconds after which a finished run's GPU-seconds count half in the
     per-user/account usage the simulator hands to fair-share policies (default 7 days).
     """
@@ -65,6 +68,7 @@ class SimConfig(BaseModel):
     responsiveness: Literal["start", "blox"] = "start"
     rates: Literal["placement", "consolidated"] = "placement"
     clock: Literal["ticks", "gavel"] = "ticks"
+    steps: Literal["continuous", "whole"] = "continuous"
 
 
 # The worlds of the published simulators, as [simulation] settings: what ``--mode`` sets
@@ -72,15 +76,17 @@ class SimConfig(BaseModel):
 MODES: dict[str, dict[str, object]] = {
     "physical": {"round_duration": 300.0, "quantize_to_rounds": False,
                  "responsiveness": "start", "restart_cost": 30.0, "rates": "placement",
-                 "clock": "ticks"},
+                 "clock": "ticks", "steps": "continuous"},
     # Blox: jobs end at the end of their last round, a start counts when its round ends, and
     # a restart is free.
     "blox": {"round_duration": 300.0, "quantize_to_rounds": True, "responsiveness": "blox",
-             "restart_cost": 0.0, "rates": "placement", "clock": "ticks"},
-    # Gavel: 360 s rounds on Gavel's clock, consolidated rates whatever the placement, a
-    # restart is free.
+             "restart_cost": 0.0, "rates": "placement", "clock": "ticks",
+             "steps": "continuous"},
+    # Gavel: 360 s rounds on Gavel's clock, consolidated rates whatever the placement, whole
+    # steps per round, a restart is free.
     "gavel": {"round_duration": 360.0, "quantize_to_rounds": False, "responsiveness": "start",
-              "restart_cost": 0.0, "rates": "consolidated", "clock": "gavel"},
+              "restart_cost": 0.0, "rates": "consolidated", "clock": "gavel",
+              "steps": "whole"},
 }
 
 

@@ -25,7 +25,7 @@ from ..core.composition import Composition
 from ..core.fit import sim_hints
 from ..core.model import ClusterSnapshot, Gpu, Job, Node
 from ..core.round import decide
-from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, for_rates
+from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, for_rates, for_steps
 from ..workloads.schema import JobSpec, Workload
 from .config import SimConfig
 from .recorder import Recorder
@@ -107,7 +107,8 @@ class Run:
         if sim.start is not None:
             self.t = sim.start.now
         usage = DecayedUsage(cfg.usage_half_life, self.t)
-        self.world = World(sim.nodes, sim.gpus, cfg, sim.model, usage)
+        runs_on = for_steps(sim.model, cfg.steps, cfg.round_duration)  # policies: sim.model
+        self.world = World(sim.nodes, sim.gpus, cfg, runs_on, usage)
         self.recorder = Recorder(measured)
         if sim.start is not None:
             usage.values = dict(sim.start.usage)

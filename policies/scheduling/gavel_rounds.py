@@ -66,7 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
 from blox_slurm.core.model import ClusterSnapshot, Gpu, Job, Node
 from blox_slurm.core.registry import register
-from blox_slurm.core.throughput import DEFAULT_THROUGHPUT
+from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, steps_model
 
 from .gavel import _largest_nodes, _rates, allocate, usable_gpus
 
@@ -153,15 +153,18 @@ class _TypeClock:
         self.seen: dict[int, float] = {}
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
-              n_types: int) -> np.ndarray:
-        """The jobs' seconds per type up to ``now`` (jobs x types)."""
+              n_types: int, steps: Sequence[Sequence[float]] | None = None) -> np.ndarray:
+        """The jobs' seconds per type up to ``now`` (jobs x types). ``steps``: per job and
+        type, the steps/s it runs at there, when the throughput model knows them. Gavel
+        credits a round's whole steps, ``int(steps/s * 360) / steps/s``, a fraction of a
+        second under the round and different per job; its priorities break ties by that."""
         if now < self.now or n_types != self.n_types:
             self.spent.clear()
             self.seen.clear()
         self.now, self.n_types = now, n_types
         spent, seen = self.spent, self.seen
         rows = []
-        for j in jobs:
+        for k, j in enumerate(jobs):
             row = spent.get(j.id)
             if row is None:
                 row = spent[j.id] = [0.0] * n_types
@@ -169,7 +172,9 @@ class _TypeClock:
                 since = max(seen.get(j.id, j.run_since), j.run_since)
                 on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
-                    row[on] += now - since
+                    per_second = steps[k][on] if steps is not None else 0.0
+                    ran = now - since
+                    row[on] += math.floor(per_second * ran) / per_second if per_second else ran
                 seen[j.id] = now
             rows.append(row)
         return np.array(rows, dtype=float).reshape(len(jobs), n_types)
@@ -253,6 +258,7 @@ class GavelRounds(SchedulingBase):
         # capacities stay the same: computing them was a third of a round.
         self._rates: dict[tuple[object, ...], list[float]] = {}
         self._rates_for: tuple[object, ...] = ()
+        self._steps_of: dict[tuple[object, ...], list[float]] = {}  # see _steps
         self._nodes: _NodeFacts | None = None
         self.solve_times: list[float] = []  # seconds per allocation computed (benchmarks)
         # Gavel's random streams, seeded as its simulator seeds them: the worker-type
@@ -288,7 +294,7 @@ class GavelRounds(SchedulingBase):
         ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
         shape = (nodes, capacity.tobytes(), model)
         if shape != self._rates_for:
-            self._rates, self._rates_for = {}, shape
+            self._rates, self._steps_of, self._rates_for = {}, {}, shape
         cache = self._rates
         rows = []
         for j in ordered:
@@ -298,8 +304,27 @@ class GavelRounds(SchedulingBase):
                 row = cache[key] = _rates(model, j, types, capacity, nodes.largest)
             rows.append(row)
         rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
-        spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types))
+        steps = self._steps(model, ordered, types)
+        spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types), steps)
         return _Round(snapshot.now, types, capacity, ordered, rates, spent, nodes.gpu_type)
+
+    def _steps(self, model: ThroughputModel, jobs: Sequence[Job], types: Sequence[str]
+               ) -> list[list[float]] | None:
+        """Per job and type, its steps/s there (0: unknown), for a throughput model that
+        counts steps (Gavel's measured steps/s); ``None`` for one that does not."""
+        table = steps_model(model)
+        if table is None:
+            return None
+        cache, out = self._steps_of, []
+        for j in jobs:
+            key = (j.model, j.num_gpus)
+            row = cache.get(key)
+            if row is None:
+                row = cache[key] = ([table.steps_per_second(j.model, j.num_gpus, t)
+                                     for t in types]
+                                    if table.knows(j.model) else [0.0] * len(types))
+            out.append(row)
+        return out
 
     def _node_facts(self, snapshot: ClusterSnapshot) -> _NodeFacts:
         """The facts of the snapshot's nodes and GPUs, kept while they are the same objects:
