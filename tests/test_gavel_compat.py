@@ -105,6 +105,23 @@ def test_time_on_a_type_is_credited_in_whole_steps_and_breaks_ties(tmp_path: Pat
     assert picked == {"steps": {1: "v100"}, "rates": {0: "v100"}}
 
 
+def test_deficits_count_time_on_gavels_clock(tmp_path: Path) -> None:
+    # Job 0 runs 100 whole steps (358.4 s) in the round from 0 to 360, alone: Gavel's round
+    # ends with those steps, so at the reset it owes the job nothing (on a 360 s clock it
+    # would owe the 1.6 s the steps fall short of the round).
+    table = tmp_path / "simulation_throughputs.json"
+    table.write_text(json.dumps({"v100": {"('B', 1)": {"null": 0.279}}}))
+    shape = build_cluster([("v100", 2, 1)])
+    model = GavelThroughput(table)
+    policy = GavelRounds(GavelRounds.Params(reset_interval=0.0))
+    b = pending(0, 1, model="B")
+    policy.order(snapshot(shape, [b], now=0.0, throughput=model), [b])
+    b_ran, c = running(0, [0], since=0.0, model="B"), pending(1, 1, submit=100.0, model="B")
+    policy.order(snapshot(shape, [b_ran, c], now=360.0, throughput=model), [b_ran, c])
+    assert policy.epoch is not None and policy.epoch.at == 360.0
+    assert policy.epoch.deficit[0] == pytest.approx(np.zeros(1), abs=1e-9)
+
+
 def test_gavels_clock_ends_a_round_with_its_last_job() -> None:
     # Job 0 runs 100 s from its arrival at 10; job 1 arrives at 50. On Gavel's clock the
     # first round is the first arrival and the next one comes when job 0 ends; on ticks,

@@ -78,6 +78,7 @@ class _Epoch:
     """What Gavel's scheduler keeps from one reset to the next."""
 
     at: float
+    elapsed: float  # _TypeClock.elapsed at the reset: Gavel's clock
     types: tuple[str, ...]
     jobs: frozenset[int]
     share: dict[int, np.ndarray]  # X[j, :] per job present at the reset
@@ -140,17 +141,28 @@ class _NodeFacts:
                    [index.get(t, -1) for t in gpu_type])
 
 
+def _whole(seconds: float, per_second: float) -> float:
+    """The time of the whole steps a job makes in ``seconds`` at ``per_second`` steps/s
+    (``seconds`` itself when its steps are unknown)."""
+    return math.floor(per_second * seconds) / per_second if per_second > 0 else seconds
+
+
 class _TypeClock:
     """Seconds each job ran on each type, counted from the running jobs each round sees (as
     Gavel's scheduler counts them when a round ends): kept by the policy, not as job marks,
     because writing marks for every running job every round cost more than the rest of the
-    mechanism. Counting twice at one time adds nothing; an earlier time starts over."""
+    mechanism. Counting twice at one time adds nothing; an earlier time starts over.
+
+    ``elapsed`` is time as Gavel's clock counts it. With whole steps (below) a Gavel round
+    lasts as long as its longest job's steps, a fraction of a second under the round, and
+    the deficits a reset computes take the time since the last reset on that clock."""
 
     def __init__(self) -> None:
         self.now = -math.inf
         self.n_types = 0
         self.spent: dict[int, list[float]] = {}  # plain floats: numpy scalars are slow here
         self.seen: dict[int, float] = {}
+        self.elapsed = 0.0
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
               n_types: int, steps: Sequence[Sequence[float]] | None = None) -> np.ndarray:
@@ -161,9 +173,11 @@ class _TypeClock:
         if now < self.now or n_types != self.n_types:
             self.spent.clear()
             self.seen.clear()
-        self.now, self.n_types = now, n_types
+            self.elapsed = 0.0
+        last, self.now, self.n_types = self.now, now, n_types
         spent, seen = self.spent, self.seen
         rows = []
+        longest = -1.0  # the longest credit of a job that ran since ``last``
         for k, j in enumerate(jobs):
             row = spent.get(j.id)
             if row is None:
@@ -172,11 +186,14 @@ class _TypeClock:
                 since = max(seen.get(j.id, j.run_since), j.run_since)
                 on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
-                    per_second = steps[k][on] if steps is not None else 0.0
-                    ran = now - since
-                    row[on] += math.floor(per_second * ran) / per_second if per_second else ran
+                    credit = _whole(now - since, steps[k][on] if steps is not None else 0.0)
+                    row[on] += credit
+                    if since == last:
+                        longest = max(longest, credit)
                 seen[j.id] = now
             rows.append(row)
+        if now > last > -math.inf:
+            self.elapsed += longest if longest >= 0 else now - last
         return np.array(rows, dtype=float).reshape(len(jobs), n_types)
 
     def keep_only(self, ids: frozenset[int]) -> None:
@@ -344,7 +361,8 @@ class GavelRounds(SchedulingBase):
         if e is not None and (r.now < e.at or e.types != tuple(r.types)):
             e = None  # a snapshot from before the last reset, or other types: another world
         ids = frozenset(j.id for j in r.jobs)
-        due = e is None or e.at == 0.0 or r.now - e.at >= self.p.reset_interval
+        due = (e is None or e.at == 0.0
+               or self.clock.elapsed - e.elapsed >= self.p.reset_interval)
         if e is None or (ids != e.jobs and due):
             e = self.epoch = self._reset(r, e, ids)
         return e
@@ -358,9 +376,9 @@ class GavelRounds(SchedulingBase):
             share, owed_before, base = old.rows(r.jobs)
             # time since the old reset, counted as the rounds count it (from initial_time)
             had = (self.p.initial_time + r.spent - base) - self.p.initial_time
-            owed = owed_before + share * (r.now - old.at) - had
+            owed = owed_before + share * (self.clock.elapsed - old.elapsed) - had
             deficit = {j.id: owed[i] for i, j in enumerate(r.jobs)}
-        e = _Epoch(r.now, tuple(r.types), ids, {},
+        e = _Epoch(r.now, self.clock.elapsed, tuple(r.types), ids, {},
                    {j.id: r.spent[i].copy() for i, j in enumerate(r.jobs)}, deficit)
         self.clock.keep_only(ids)
         started = time.perf_counter()
