@@ -160,6 +160,9 @@ class SchedulingBase:
     #: counts, types and marks ignore the other jobs: ordering any subset gives the full
     #: order restricted to it, so a round may rank only the pending jobs.
     keyed: ClassVar[bool] = False
+    #: The order reads ``ClusterSnapshot.by_service`` when the world keeps it: a world
+    #: keeps that index (a cost at every start and stop) only for a policy that says so.
+    reads_service_index: ClassVar[bool] = False
 
 
 class PreemptionBase:

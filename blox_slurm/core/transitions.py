@@ -108,5 +108,5 @@ def apply(snapshot: ClusterSnapshot, d: Decisions) -> ClusterSnapshot:
         if jobs[s.job_id].running:
             raise ValueError(f"decision starts job {s.job_id}, which is already running")
         jobs[s.job_id] = start(jobs[s.job_id], s.gpus, t)
-    return replace(snapshot, jobs=tuple(jobs.values()), free=None, pending=None,
+    return replace(snapshot, jobs=tuple(jobs.values()), free=None, pending=None, by_service=None,
                    state={**snapshot.state, **dict(d.state)})
