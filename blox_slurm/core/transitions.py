@@ -7,7 +7,7 @@ is how idempotence (``decide(apply(s, decide(s))) `` starts and stops nothing) i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
 from operator import attrgetter
 from typing import Any
@@ -19,18 +19,20 @@ _INDEX = {name: i for i, name in enumerate(_FIELDS)}
 _ALL = attrgetter(*_FIELDS)
 
 
-_SLOT_SETTERS = [getattr(Job, name).__set__ for name in _FIELDS]
-_new = object.__new__
+def _compile_make() -> Callable[[list[Any]], Job]:
+    """``_make(values)``: ``Job(*values)`` for a complete, already valid field list, writing
+    the slots directly. A frozen dataclass's ``__init__`` routes every one of the 23 fields
+    through ``object.__setattr__``, which made record rebuilding ~7% of a large simulation;
+    the writes are unrolled into one generated function (as dataclasses generates
+    ``__init__``), a third cheaper than a loop over the slots' setters."""
+    setters = {f"set_{name}": getattr(Job, name).__set__ for name in _FIELDS}
+    body = "".join(f"    set_{name}(job, values[{i}])\n" for i, name in enumerate(_FIELDS))
+    namespace: dict[str, Any] = {"new": object.__new__, "Job": Job, **setters}
+    exec(f"def _make(values):\n    job = new(Job)\n{body}    return job\n", namespace)
+    return namespace["_make"]  # type: ignore[no-any-return]
 
 
-def _make(values: list[Any]) -> Job:
-    """``Job(*values)`` for a complete, already valid field list, writing the slots directly:
-    a frozen dataclass's ``__init__`` routes every one of the 23 fields through
-    ``object.__setattr__``, which made record rebuilding ~7% of a large simulation."""
-    job = _new(Job)
-    for put, value in zip(_SLOT_SETTERS, values, strict=True):
-        put(job, value)
-    return job
+_make = _compile_make()
 
 
 def _evolve(job: Job, **changes: Any) -> Job:
