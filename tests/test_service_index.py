@@ -106,6 +106,8 @@ def test_the_index_answers_only_for_the_jobs_it_was_sealed_with() -> None:
     assert index.order((job,), (), 300.0) is None  # another sequence, even if equal
     index.add(_running(2, 0.0, 0.0, 300.0, 1), 300.0)
     assert index.order(jobs, (), 300.0) is None  # the world changed since the seal
+    with pytest.raises(ValueError, match="not in the index"):
+        index.remove(dataclasses.replace(job, attained_base=1.0))  # never added
 
 
 class _Unindexed(Las):

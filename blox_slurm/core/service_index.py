@@ -59,8 +59,11 @@ class ServiceIndex:
     def remove(self, job: Job) -> None:
         """``job``: the record that was added."""
         self.sealed = None
-        entries = self.groups[len(job.gpus)]
-        del entries[bisect.bisect_left(entries, _key(job))]
+        entries = self.groups.get(len(job.gpus), [])
+        at = bisect.bisect_left(entries, _key(job))
+        if at == len(entries) or entries[at][3] is not job:
+            raise ValueError(f"job {job.id}'s record is not in the index")  # a world's bug
+        del entries[at]
         if self.inexact:
             self.inexact.discard(job.id)
         if self.later:
