@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,3 +24,8 @@ def test_evolve_is_dataclasses_replace(changes: dict[str, object], jid: int) -> 
     got, want = transitions._evolve(job, **changes), dataclasses.replace(job, **changes)
     assert [getattr(got, f) for f in _FIELDS] == [getattr(want, f) for f in _FIELDS]
     assert type(got) is Job and got is not job
+
+
+def test_evolve_refuses_a_field_job_does_not_have() -> None:
+    with pytest.raises(TypeError, match="no field"):
+        transitions._evolve(Job(1, 0.0, 1), rate=2.0, speed=2.0)

@@ -9,39 +9,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
-from operator import attrgetter
 from typing import Any
 
 from .model import ClusterSnapshot, Decisions, GpuId, Job, JobState
 
 _FIELDS = [f.name for f in fields(Job)]
-_INDEX = {name: i for i, name in enumerate(_FIELDS)}
-_ALL = attrgetter(*_FIELDS)
 
 
-def _compile_make() -> Callable[[list[Any]], Job]:
-    """``_make(values)``: ``Job(*values)`` for a complete, already valid field list, writing
-    the slots directly. A frozen dataclass's ``__init__`` routes every one of the 23 fields
-    through ``object.__setattr__``, which made record rebuilding ~7% of a large simulation;
-    the writes are unrolled into one generated function (as dataclasses generates
-    ``__init__``), a third cheaper than a loop over the slots' setters."""
-    setters = {f"set_{name}": getattr(Job, name).__set__ for name in _FIELDS}
-    body = "".join(f"    set_{name}(job, values[{i}])\n" for i, name in enumerate(_FIELDS))
-    namespace: dict[str, Any] = {"new": object.__new__, "Job": Job, **setters}
-    exec(f"def _make(values):\n    job = new(Job)\n{body}    return job\n", namespace)
-    return namespace["_make"]  # type: ignore[no-any-return]
+def _compile(names: tuple[str, ...]) -> Callable[..., Job]:
+    """``evolve(job, *values)``: a copy of ``job`` with the fields ``names`` set to
+    ``values``, its slots written directly. A frozen dataclass's ``__init__`` routes every
+    one of the 23 fields through ``object.__setattr__`` (record rebuilding was ~7% of a large
+    simulation), and a loop over the slots costs twice one generated function per set of
+    fields, unrolled as dataclasses generates ``__init__``."""
+    unknown = sorted(set(names) - set(_FIELDS))
+    if unknown:
+        raise TypeError(f"Job has no field(s) {', '.join(unknown)}")
+    setters = {f"_set_{name}": getattr(Job, name).__set__ for name in _FIELDS}
+    body = "".join(f"    _set_{f}(_out, {f if f in names else '_job.' + f})\n" for f in _FIELDS)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_Job": Job, **setters}
+    exec(f"def evolve(_job, {', '.join(names)}):\n    _out = _new(_Job)\n{body}    return _out\n",
+         namespace)
+    return namespace["evolve"]  # type: ignore[no-any-return]
 
 
-_make = _compile_make()
+_EVOLVERS: dict[tuple[str, ...], Callable[..., Job]] = {}  # one per call site's field names
 
 
 def _evolve(job: Job, **changes: Any) -> Job:
     """``dataclasses.replace`` at a fraction of its cost: the simulator rebuilds a job record
-    on every state change, hundreds of thousands of times per run."""
-    values = list(_ALL(job))
-    for name, value in changes.items():
-        values[_INDEX[name]] = value
-    return _make(values)
+    on every state change, millions of times in a large run."""
+    names = tuple(changes)
+    evolve = _EVOLVERS.get(names)
+    if evolve is None:
+        evolve = _EVOLVERS[names] = _compile(names)
+    return evolve(job, *changes.values())
 
 
 def admit(job: Job) -> Job:
