@@ -79,16 +79,27 @@ class FreeGpus:
         return twin
 
     def take(self, gpus: Sequence[GpuId]) -> None:
-        gone = set(gpus).__contains__
         by_node = self.by_node
-        for node in {self._gpus[g].node for g in gpus}:
-            by_node[node] = tuple(filterfalse(gone, by_node[node]))
+        if len(gpus) == 1:  # a 1-GPU job's, most takes of a large run: no sets to build
+            one = gpus[0]
+            node = self._gpus[one].node
+            by_node[node] = tuple(filter(one.__ne__, by_node[node]))
+        else:
+            gone = set(gpus).__contains__
+            for node in {self._gpus[g].node for g in gpus}:
+                by_node[node] = tuple(filterfalse(gone, by_node[node]))
         self.count -= len(gpus)
 
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted or finished job (only those on nodes still
         schedulable)."""
         gpus_, by_node = self._gpus, self.by_node
+        if len(gpus) == 1:  # as in take: most gives of a large run, no grouping needed
+            free = by_node.get(gpus_[gpus[0]].node)
+            if free is not None:
+                by_node[gpus_[gpus[0]].node] = tuple(sorted((*free, gpus[0])))
+                self.count += 1
+            return
         # One pass groups them by node: a preemption trial returns the GPUs of dozens of
         # victims at once, and a pass per node touched was most of a Gavel run's time.
         back: dict[str, list[GpuId]] = {}
@@ -160,6 +171,9 @@ class SchedulingBase:
     #: counts, types and marks ignore the other jobs: ordering any subset gives the full
     #: order restricted to it, so a round may rank only the pending jobs.
     keyed: ClassVar[bool] = False
+    #: The order reads ``ClusterSnapshot.by_service`` when the world keeps it: a world
+    #: keeps that index (a cost at every start and stop) only for a policy that says so.
+    reads_service_index: ClassVar[bool] = False
 
 
 class PreemptionBase:

@@ -136,6 +136,8 @@ def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | No
     choice this round, else the user's single ``gpu_type`` hint, else the simulator's
     ``gpu_types`` set. The one reading of a job's type constraint, for placement and for
     heterogeneity-aware schedulers alike."""
+    if not (gpu_type or job.hints):
+        return None  # most jobs: asked for every placement and every preemption search
     one = gpu_type or job.hint(HINT)
     if one:
         return frozenset((one.casefold(),))

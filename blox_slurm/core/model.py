@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # both modules import this one
+if TYPE_CHECKING:  # these modules import this one
     from .abstractions import FreeView
+    from .service_index import ServiceIndex
     from .throughput import ThroughputModel
 
 GpuId = int
@@ -164,6 +165,11 @@ class ClusterSnapshot:
     # Optional index: the jobs of ``jobs`` that hold no GPUs, in ``jobs`` order. Lets a round
     # find the few waiting jobs without a pass over hundreds of running ones.
     pending: tuple[Job, ...] | None = None
+    # Optional index: the running jobs by attained service, kept as they start and stop and
+    # sealed with ``jobs`` (see :class:`~blox_slurm.core.service_index.ServiceIndex`), for a
+    # scheduler that declares ``reads_service_index`` (LAS). A snapshot made from this one
+    # with other jobs may keep it: it answers only for the jobs it was sealed with.
+    by_service: ServiceIndex | None = None
     # Optional: free CPUs per node as the world's resource manager counts them (Slurm: every
     # job's, managed or not). ``None`` where CPUs are not modelled (the simulator). Placement
     # keeps a job off nodes that cannot hold its CPUs: their free GPUs are no use to it.

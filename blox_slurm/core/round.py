@@ -178,7 +178,8 @@ class _Walk:
         k = 0  # pending jobs walked so far
         for pos in walk:
             job = order[pos]
-            if self.victims_due and self.spare:
+            due = self.victims_due  # victims rank low: most pending jobs are above them all
+            if due and due[0][0] < pos and self.spare:
                 self.spare_victims(pos)
             # Running jobs ranked below this one (stopped ones included: an upper bound).
             is_move = bool(job.gpus)
@@ -332,11 +333,11 @@ class _Walk:
         candidates = live.below(pos)
         if among is not None:
             candidates = [v for v in candidates if v.id in among]
-        comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
-        if self.spare:
+        if self.spare and candidates:
             candidates = self._on_its_types(job, candidates)
         if not candidates:
             return False
+        comp, snapshot, types, booked = self.comp, self.snapshot, self.types, self.booked
 
         def fits(trial: FreeView) -> bool:
             return _place(comp, snapshot, types, job, want, trial, booked) is not None

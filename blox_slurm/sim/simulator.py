@@ -108,7 +108,8 @@ class Run:
             self.t = sim.start.now
         usage = DecayedUsage(cfg.usage_half_life, self.t)
         runs_on = for_steps(sim.model, cfg.steps, cfg.round_duration)  # policies: sim.model
-        self.world = World(sim.nodes, sim.gpus, cfg, runs_on, usage)
+        self.world = World(sim.nodes, sim.gpus, cfg, runs_on, usage,
+                           getattr(sim.comp.scheduling, "reads_service_index", False))
         self.recorder = Recorder(measured)
         if sim.start is not None:
             usage.values = dict(sim.start.usage)

@@ -129,7 +129,8 @@ class Synthesizer(Composition):
         p = self.params
         now = snapshot.now
         jobs = tuple(_with_duration(j, now, p.round_duration) for j in snapshot.jobs)
-        start = replace(snapshot, jobs=jobs, telemetry=(), free=None, pending=None)
+        start = replace(snapshot, jobs=jobs, telemetry=(), free=None, pending=None,
+                        by_service=None)
         end = now + p.horizon
         cfg = SimConfig(round_duration=p.round_duration, restart_cost=p.restart_cost,
                         max_time=end, stop_when_measured=False)

@@ -23,6 +23,7 @@ from ..core import transitions
 from ..core.abstractions import FreeGpus
 from ..core.accounting import DecayedUsage, run_service
 from ..core.model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, NodeState, Start
+from ..core.service_index import ServiceIndex
 from ..core.throughput import CurveModel, ProgressCurve, ThroughputModel
 from .config import SimConfig
 
@@ -40,8 +41,11 @@ class World:
     """GPUs, active jobs and pending completions; ``busy`` counts GPUs in use."""
 
     def __init__(self, nodes: tuple[Node, ...], gpus: tuple[Gpu, ...], cfg: SimConfig,
-                 model: ThroughputModel, usage: DecayedUsage) -> None:
+                 model: ThroughputModel, usage: DecayedUsage, by_service: bool = False) -> None:
+        """``by_service``: keep the running jobs by attained service for the snapshots
+        (``ClusterSnapshot.by_service``), for a scheduler that reads it."""
         self.nodes, self.gpus, self.cfg, self.model, self.usage = nodes, gpus, cfg, model, usage
+        self.by_service = ServiceIndex() if by_service else None
         self._gpu_node = [g.node for g in gpus]
         self._gpu_type = [g.type for g in gpus]
         self._curve_of = model.curve if isinstance(model, CurveModel) else None
@@ -97,6 +101,7 @@ class World:
                 self.arrive(job)
                 continue
             self._enter(job)
+            self._ran(None, job, t)
             self.busy += len(job.gpus)
             self._run_curve(job, job.gpus)
             self._schedule(job, t)
@@ -116,6 +121,7 @@ class World:
             del self.finish_at[jid], self._seq[jid]
             self._curves.pop(jid, None)
             job = self.active.pop(jid)
+            self._ran(job, None, ft)
             self._end_run(job, ft)
             return job, ft
         return None
@@ -127,9 +133,13 @@ class World:
             queued = self.queued
             self.queued = {jid: queued[jid] for jid in sorted(queued, key=self._seq.__getitem__)}
             self._requeued = False
-        return ClusterSnapshot(t, self.nodes, self.gpus, tuple(self.active.values()),
+        jobs = tuple(self.active.values())
+        if self.by_service is not None:
+            self.by_service.seal(jobs)
+        return ClusterSnapshot(t, self.nodes, self.gpus, jobs,
                                throughput=throughput, usage=self.usage.at(t), free=self.free,
-                               pending=tuple(self.queued.values()), state=dict(self.state))
+                               pending=tuple(self.queued.values()), state=dict(self.state),
+                               by_service=self.by_service)
 
     def apply(self, d: Decisions, t: float) -> None:
         """Admissions, then stops and moves (freeing GPUs), then starts and the moved jobs'
@@ -138,9 +148,9 @@ class World:
         starting = {st.job_id for st in d.start} if d.admit else ()
         for jid in d.admit:
             if jid not in starting:
-                self._replace(transitions.admit(self.active[jid]))
+                self._replace(transitions.admit(self.active[jid]), t)
         for jid, key, value in d.marks:
-            self._replace(transitions.mark(self.active[jid], ((key, value),)))
+            self._replace(transitions.mark(self.active[jid], ((key, value),)), t)
         for jid in d.preempt:
             self._stop(jid, t)
         if self.cfg.handover_latency is not None:
@@ -150,10 +160,22 @@ class World:
 
     # ------------------------------------------------------------------ internals
 
-    def _replace(self, job: Job) -> None:
+    def _replace(self, job: Job, t: float) -> None:
+        if job.gpus:
+            self._ran(self.active[job.id], job, t)
         self.active[job.id] = job
         if job.id in self.queued:
             self.queued[job.id] = job
+
+    def _ran(self, old: Job | None, new: Job | None, t: float) -> None:
+        """At ``t``, a running job's record ``old`` goes (it stopped, finished or was
+        replaced) and ``new`` runs: the index of running jobs follows."""
+        index = self.by_service
+        if index is not None:
+            if old is not None:
+                index.remove(old)
+            if new is not None:
+                index.add(new, t)
 
     def _stop(self, jid: int, t: float) -> None:
         """A stop; one before the job's run began (within its start latency) undoes the
@@ -165,6 +187,7 @@ class World:
             for g in job.gpus:
                 self._gpu_ready[g] = t + stopping
             self._job_ready[jid] = t + stopping
+        self._ran(job, None, t)
         self._end_run(job, t + stopping)  # its usage runs on while it stops
         del self.finish_at[jid]
         curve = self._curves.pop(jid, None)
@@ -187,6 +210,7 @@ class World:
         latency = latency + cfg.start_latency if handover is None else max(latency, handover)
         self.active[job.id] = job = transitions.start(
             job, st.gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
+        self._ran(None, job, t)
         self._schedule(job, t)
 
     def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:

@@ -1,0 +1,132 @@
+"""The world's index of running jobs by attained service (``ClusterSnapshot.by_service``)
+against the plain sort it stands in for: the same order, ties included, after any sequence
+of starts, stops and rounds, and an answer only where it is exact."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from _core_helpers import comp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blox_slurm import loading
+from blox_slurm.core.model import Job, JobState
+from blox_slurm.core.service_index import ServiceIndex
+from blox_slurm.policies.scheduling.las import Las, by_service
+from blox_slurm.sim.config import ClusterSpec, SimConfig
+from blox_slurm.sim.simulator import Simulator
+from blox_slurm.workloads import generate
+
+# Few distinct values, so equal services and equal submit times are common.
+_whole = st.sampled_from([0.0, 300.0, 600.0, 4e5]) | st.integers(0, 10**7).map(float)
+_service = _whole | st.sampled_from([1e-9, 0.1, 0.5, 2.0**51])
+
+
+def _running(jid: int, submit: float, base: float, since: float, g: int) -> Job:
+    return Job(jid, submit, g, state=JobState.RUNNING, gpus=tuple(range(g)),
+               run_since=since, attained_base=base)
+
+
+@st.composite
+def _rounds(draw: st.DrawFn) -> list[tuple[str, int, float, Job | None]]:
+    """Rounds of a world: jobs start (their runs begin then or after a start latency) and
+    stop, and the round ranks every job at its time."""
+    steps: list[tuple[str, int, float, Job | None]] = []
+    now = 0.0
+    for jid in range(draw(st.integers(1, 30))):
+        now += draw(st.sampled_from([0.0, 300.0, 0.5, 0.1, 1e7 + 0.3]))
+        since = now + draw(st.sampled_from([0.0, 0.0, 0.0, 300.0, 1.5, 0.1]))
+        job = _running(jid, draw(st.sampled_from([0.0, 60.0, now])), draw(_service), since,
+                       draw(st.sampled_from([1, 1, 2, 4])))
+        steps.append(("start", jid, now, job))
+        if draw(st.booleans()):
+            steps.append(("stop", draw(st.integers(0, jid)), now, None))
+        steps.append(("round", jid, now, None))
+    return steps
+
+
+def _check(index: ServiceIndex, running: dict[int, Job], waiting: dict[int, Job],
+           now: float) -> list[Job] | None:
+    jobs = (*running.values(), *waiting.values())
+    index.seal(jobs)
+    got = index.order(jobs, tuple(waiting.values()), now)
+    if got is not None:
+        assert [j.id for j in got] == [j.id for j in by_service(jobs, now)]
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(_rounds())
+def test_the_index_ranks_as_the_plain_sort_after_any_starts_and_stops(steps) -> None:
+    index = ServiceIndex()
+    running: dict[int, Job] = {}
+    waiting: dict[int, Job] = {}
+    for what, jid, now, job in steps:
+        if job is not None:
+            running[jid] = job
+            index.add(job, now)
+        elif what == "stop" and jid in running:
+            stopped = running.pop(jid)
+            index.remove(stopped)
+            waiting[jid] = Job(jid, stopped.submit_time, stopped.num_gpus,
+                               attained_base=stopped.attained_base + 300.0)
+        elif what == "round":
+            _check(index, running, waiting, now)
+
+
+def test_whole_seconds_get_an_answer_and_a_fraction_anywhere_gets_none() -> None:
+    index = ServiceIndex()
+    a, b = _running(1, 0.0, 600.0, 300.0, 1), _running(2, 5.0, 0.0, 300.0, 2)
+    for job in (a, b):
+        index.add(job, 300.0)
+    waiting = {3: Job(3, 1.0, 1, attained_base=700.0)}
+    assert _check(index, {1: a, 2: b}, waiting, 600.0) is not None  # two groups: merged
+    assert _check(index, {1: a, 2: b}, waiting, 600.5) is None  # a fractional clock
+    index.remove(b)
+    assert [j.id for j in _check(index, {1: a}, waiting, 900.0) or []] == [3, 1]  # galloped
+    assert _check(index, {1: a}, {3: dataclasses.replace(waiting[3], attained_base=0.5)},
+                  900.0) is not None  # an off-grid waiting job: merged by key, still exact
+    late = _running(4, 0.0, 0.0, 1200.0, 1)  # its run begins after a start latency
+    index.add(late, 900.0)
+    assert _check(index, {1: a, 4: late}, waiting, 900.0) is None
+    assert _check(index, {1: a, 4: late}, waiting, 1200.0) is not None
+    index.add(_running(5, 0.0, 0.25, 300.0, 1), 1200.0)  # a service off the grid
+    assert _check(index, {1: a, 4: late}, waiting, 1500.0) is None
+
+
+def test_the_index_answers_only_for_the_jobs_it_was_sealed_with() -> None:
+    index = ServiceIndex()
+    job = _running(1, 0.0, 0.0, 0.0, 1)
+    index.add(job, 0.0)
+    jobs = (job,)
+    index.seal(jobs)
+    assert index.order(jobs, (), 300.0) == [job]
+    assert index.order((job,), (), 300.0) is None  # another sequence, even if equal
+    index.add(_running(2, 0.0, 0.0, 300.0, 1), 300.0)
+    assert index.order(jobs, (), 300.0) is None  # the world changed since the seal
+    with pytest.raises(ValueError, match="not in the index"):
+        index.remove(dataclasses.replace(job, attained_base=1.0))  # never added
+
+
+class _Unindexed(Las):
+    reads_service_index = False
+
+
+@pytest.mark.parametrize("cfg", [{}, {"start_latency": 1.5, "stop_latency": 2.0},
+                                 {"round_duration": 60.0, "restart_cost": 7.5}])
+def test_las_with_the_index_simulates_as_without_it(cfg) -> None:
+    wl = generate(n_jobs=300, jobs_per_hour=40.0, seed=5, measure=None,
+                  gpu_demand={1: 0.7, 2: 0.1, 4: 0.15, 8: 0.05})
+    shape = ClusterSpec.parse("gpu:4x4").build()
+    indexed = comp("las")
+    plain = dataclasses.replace(indexed, scheduling=_Unindexed())
+    a = Simulator(wl, indexed, shape, SimConfig(**cfg)).run()
+    b = Simulator(wl, plain, shape, SimConfig(**cfg)).run()
+    assert a.jobs == b.jobs and a.utilization == b.utilization and a.rounds == b.rounds
+    assert sum(j.preemptions for j in a.jobs) > 50  # the preempting rounds were exercised
+
+
+def test_the_bundled_las_compositions_read_the_index() -> None:
+    assert loading.load("las").scheduling.reads_service_index is True
