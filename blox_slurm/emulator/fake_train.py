@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +93,9 @@ def read_progress(path: Path) -> dict[str, Any] | None:
         return None
 
 
+_STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGUSR1})
+
+
 @dataclass
 class FakeTrainer:
     total: int
@@ -112,8 +114,8 @@ class FakeTrainer:
             raise ValueError("iterations >= 0, iterations/s > 0 and time scale > 0 required")
         if not 0 <= self.scaling <= 1 or self.gpus < 1 or self.batch_per_gpu < 0:
             raise ValueError("scaling in [0, 1], gpus >= 1 and batch per GPU >= 0 required")
-        self._stop = threading.Event()
         self._signal: int | None = None
+        self._blocked = False  # handle_signals() ran: stop signals wait for the loop
 
     @property
     def rate(self) -> float:
@@ -121,12 +123,24 @@ class FakeTrainer:
         return self.iters_per_sec * self.time_scale * (1 + self.scaling * (self.gpus - 1))
 
     def handle_signals(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(sig, self._on_signal)
+        """Take SIGTERM and SIGUSR1 in the training loop: blocked until then, and collected
+        there with ``sigtimedwait`` (:meth:`_interrupted`). A handler that set a
+        ``threading.Event`` could deadlock: when the signal landed while the loop held the
+        Event's lock, ``set()`` waited for that lock forever, and the trainer hung (seen in
+        the test suite under load)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        self._blocked = True
 
-    def _on_signal(self, signum: int, frame: object) -> None:
-        self._signal = signum
-        self._stop.set()
+    def _interrupted(self, seconds: float) -> bool:
+        """Wait one iteration's ``seconds``; true, at once, if a stop signal comes."""
+        if not self._blocked:
+            time.sleep(seconds)
+            return False
+        info = signal.sigtimedwait(_STOP_SIGNALS, seconds)
+        if info is None:
+            return False
+        self._signal = info.si_signo
+        return True
 
     def run(self) -> int:
         """Train from the checkpoint; returns the process exit code."""
@@ -136,7 +150,7 @@ class FakeTrainer:
         last_write = 0.0
         self._publish(done, ckpt.history, first, "running")
         while done < self.total:
-            if self._stop.wait(step):
+            if self._interrupted(step):
                 break  # the interrupted iteration does not count
             done += 1
             now = time.monotonic()
