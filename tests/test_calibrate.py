@@ -48,6 +48,28 @@ def test_starts_that_waited_for_a_stop_give_the_stop_latency() -> None:
     assert moved.after_stops == (6.0,) and "handover_latency" not in moved.simulation()
 
 
+def test_a_restart_after_a_stop_is_measured_against_a_restart() -> None:
+    """A moved job (2) is a restart waiting for its own stop: Slurm lifted its requeue
+    delay and started it 9 s after the move's round, as long as job 3's plain restart took.
+    The stop added nothing, and the simulator charges the restart's own 8 s beyond a first
+    start as ``restart_cost``: counted in the stop latency too, a move would cost it twice
+    (Gavel at 15 s rounds: two rounds per move in the simulator, one on Slurm). Job 4, a
+    restart others were stopped for, likewise hands over in 1 s beyond its restart."""
+    t = Timings(rounds=[(0.0, 0.1), (10.0, 0.1), (20.0, 0.1)],
+                releases=[(1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (2, 10.0), (3, 10.0),
+                          (4, 20.0)],
+                runs={1: [1.0], 2: [1.0, 19.0], 3: [1.0, 19.0], 4: [1.0, 30.0]},
+                after_stop=frozenset({(2, 10.0), (4, 20.0)}),
+                handovers=frozenset({(4, 20.0)}))
+    cal = calibrate(t)
+    assert cal.restarts == (9.0,) and cal.restarts_after_stops == (9.0, 10.0)
+    assert cal.after_stops == () and cal.restart_handovers == (10.0,)
+    out = cal.simulation()
+    assert (out["start_latency"], out["restart_cost"]) == (1.0, 8.0)
+    assert out["stop_latency"] == 0.5  # median of the moved job's 0 and job 4's 1 s
+    assert out["handover_latency"] == 2.0  # a first start's 1 s and the stop's 1 s
+
+
 def test_a_handover_quicker_than_a_first_start_is_kept() -> None:
     """On Slurm the stopped job's completion sets off a scheduling pass, so a start onto its
     GPUs is often quicker than a plain release: no stop latency, and a handover of 0."""
@@ -115,7 +137,8 @@ def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> No
     fake, ctl = fifo_run(tmp_path)
     cal = calibrate(ctl.store.timings())
     runs = Counter(j for j, _ in fake.starts)
-    measured = len(cal.first_starts) + len(cal.restarts) + len(cal.after_stops)
+    measured = (len(cal.first_starts) + len(cal.restarts) + len(cal.after_stops)
+                + len(cal.restarts_after_stops))
     assert measured == sum(runs.values()) > len(runs) == 12  # every run, one preempted
     assert len(cal.after_stops) >= 1  # the job the backfilled one was stopped for
     # the fake frees a stopped job's GPUs at once: every start took exactly one round

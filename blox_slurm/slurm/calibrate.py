@@ -51,26 +51,41 @@ class Calibration:
     round_seconds: float | None  # median seconds a round takes
     first_starts: tuple[float, ...]  # round start -> Slurm's StartTime, first runs
     restarts: tuple[float, ...]  # the same for later runs (a lifted requeue delay's 2 s too)
-    after_stops: tuple[float, ...] = ()  # the same for starts waiting for a stop
+    after_stops: tuple[float, ...] = ()  # the same for first starts waiting for a stop
     handovers: tuple[float, ...] = ()  # those of them stops were for (moves left out)
+    # The same for restarts waiting for a stop (a moved job's among them), and of those the
+    # handovers: their latency holds the restart's own delay too (see simulation())
+    restarts_after_stops: tuple[float, ...] = ()
+    restart_handovers: tuple[float, ...] = ()
 
     def simulation(self) -> dict[str, float]:
         """``round_duration``, ``start_latency``, ``restart_cost`` (the Slurm part of a
         restart beyond a first start), ``stop_latency`` (how much longer a start waiting
         for a stop takes) and ``handover_latency`` (how long a start takes in all when jobs
         were stopped for it: often less than a first start, since the stops' completion sets
-        off a scheduling pass), each only when measured."""
+        off a scheduling pass), each only when measured.
+
+        A restart waiting for a stop (every move is one) takes the restart's own delay as
+        well (on Slurm the lifted requeue delay and the scheduling pass after it), which the
+        simulator charges as ``restart_cost`` on every restart: its sample counts less that
+        delay, as if it were a first start, or the delay would be charged twice. With the
+        stop latency taken from the moves' whole restart, a Gavel move cost two 15 s rounds
+        in the simulator where Slurm took one."""
         out: dict[str, float] = {}
         if self.round_period is not None:
             out["round_duration"] = round(self.round_period, 3)
         latency = statistics.median(self.first_starts) if self.first_starts else 0.0
         if self.first_starts:
             out["start_latency"] = round(latency, 3)
-        for key, values in (("restart_cost", self.restarts), ("stop_latency", self.after_stops)):
-            if values:
-                out[key] = round(max(0.0, statistics.median(values) - latency), 3)
-        if self.handovers:
-            out["handover_latency"] = round(statistics.median(self.handovers), 3)
+        restart = max(0.0, statistics.median(self.restarts) - latency) if self.restarts else 0.0
+        if self.restarts:
+            out["restart_cost"] = round(restart, 3)
+        after_stops = (*self.after_stops, *(v - restart for v in self.restarts_after_stops))
+        if after_stops:
+            out["stop_latency"] = round(max(0.0, statistics.median(after_stops) - latency), 3)
+        handovers = (*self.handovers, *(max(0.0, v - restart) for v in self.restart_handovers))
+        if handovers:
+            out["handover_latency"] = round(statistics.median(handovers), 3)
         return out
 
     def to_toml(self) -> str:
@@ -96,18 +111,20 @@ def calibrate(*timings: Timings) -> Calibration:
     pooled = {key: tuple(v for s in samples for v in s[key]) for key in samples[0]}
     return Calibration(sum(len(t.rounds) for t in timings), _median(pooled["gap"]),
                        _median(pooled["round"]), pooled["first"], pooled["again"],
-                       pooled["stop"], pooled["handover"])
+                       pooled["stop"], pooled["handover"], pooled["stop_again"],
+                       pooled["handover_again"])
 
 
 def _samples(t: Timings) -> dict[str, list[float]]:
     """One store's samples by kind: ``gap`` between round starts, ``round`` seconds, and the
     latency from the releasing round's start of ``first`` runs, restarts (``again``),
-    starts that waited for a ``stop`` and of those the ``handover`` ones."""
+    first starts that waited for a ``stop`` and of those the ``handover`` ones, and the
+    same two for restarts (``stop_again``, ``handover_again``)."""
     starts = [s for s, _ in t.rounds]
     kinds: dict[str, list[float]] = {
         "gap": [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a],
         "round": [s for _, s in t.rounds], "first": [], "again": [], "stop": [],
-        "handover": []}
+        "handover": [], "stop_again": [], "handover_again": []}
     released: dict[int, list[float]] = {}
     for job_id, at in t.releases:
         released.setdefault(job_id, []).append(at)
@@ -118,9 +135,10 @@ def _samples(t: Timings) -> dict[str, list[float]]:
             if release is not None:
                 stop = (job_id, release) in t.after_stop
                 latency = max(0.0, begun - release)
-                kinds["stop" if stop else "again" if i else "first"].append(latency)
+                again = "_again" if i else ""
+                kinds["stop" + again if stop else "again" if i else "first"].append(latency)
                 if (job_id, release) in t.handovers:
-                    kinds["handover"].append(latency)
+                    kinds["handover" + again].append(latency)
     return kinds
 
 

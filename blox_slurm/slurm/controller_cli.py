@@ -240,7 +240,9 @@ def calibrate(
             t.add_column(col, justify="right" if col != "figure" else "left")
         for name, values in (("round period", None), ("first start", cal.first_starts),
                              ("restart", cal.restarts), ("start after a stop", cal.after_stops),
-                             ("start others stopped for", cal.handovers)):
+                             ("start others stopped for", cal.handovers),
+                             ("restart after a stop", cal.restarts_after_stops),
+                             ("restart others stopped for", cal.restart_handovers)):
             if values is None:
                 t.add_row(name, str(cal.rounds), _seconds(cal.round_period), "")
             else:
@@ -248,7 +250,9 @@ def calibrate(
                           _seconds(_quantile(values, 90)))
         data = {"simulation": sim, "rounds": cal.rounds, "round_seconds": cal.round_seconds,
                 "first_starts": cal.first_starts, "restarts": cal.restarts,
-                "after_stops": cal.after_stops, "handovers": cal.handovers}
+                "after_stops": cal.after_stops, "handovers": cal.handovers,
+                "restarts_after_stops": cal.restarts_after_stops,
+                "restart_handovers": cal.restart_handovers}
         params = ", ".join(f"{k} = {v:g}" for k, v in sim.items())
         emit(data, as_json, Group(t, Text(f"simulation: {params}"
                                             + (f"\nwritten to {out}" if out else ""))))
