@@ -82,8 +82,8 @@ def before(result: DemoResult, case: Case, scale: Scale) -> dict[int, float]:
                           user=r.user) for r in result.rows)
     data, _ = demo_composition(case.config, scale.compression)
     t = result.timing
-    cfg = SimConfig(round_duration=scale.round_seconds,
-                    restart_cost=t.start_latency + t.launch_cost + t.restart_cost)
+    cfg = SimConfig(round_duration=scale.round_seconds, restart_cost=t.start_latency
+                    + t.restart_latency + t.launch_cost + t.restart_cost)
     run = Simulator(Workload(specs), build(data), ClusterSpec.parse(case.shape).build(), cfg,
                     fake_throughput(case.type_speed)).run()
     return {j.id: j.jct for j in run.jobs}
@@ -94,7 +94,8 @@ def stats(diffs: list[float]) -> tuple[float, float, float]:
     return statistics.median(d), d[min(len(d) - 1, int(0.9 * len(d)))], d[-1]
 
 
-TIMING_KEYS = ("start_latency", "stop_latency", "launch_cost", "restart_cost")
+TIMING_KEYS = ("start_latency", "stop_latency", "launch_cost", "restart_latency",
+               "restart_cost")
 
 
 def run_case(case: Case, scale: Scale, jobs: int, seed: int
@@ -163,7 +164,8 @@ def summary_line(res: dict[str, object]) -> str:
     parts = agreement(res, rows, res["seed"])
     parts.append(f"{preemptions(rows, ('preempt_sim',)):>9}"
                  f" {res['start_latency']:5.2f} {res['stop_latency']:5.2f}"
-                 f" {res['launch_cost']:5.2f} {res['restart_cost']:5.2f}"
+                 f" {res['launch_cost']:5.2f} {res.get('restart_latency', 0.0):5.2f}"
+                 f" {res['restart_cost']:5.2f}"
                  f" {res['wall_seconds']:5.0f}")
     return "  ".join(parts)
 
@@ -259,7 +261,7 @@ def main() -> None:
     print(f"{'':<28}{'before':^22}  {'after':^22}")
     stats_head = f"{'median    p90   worst':>22}"
     print(f"{'scale':<10} {'comp.':<9} {'seed':<6}  {stats_head}  {stats_head}"
-          f"  preempt e/s  start  stop launch rest. wall s")
+          f"  preempt e/s  start  stop launch  rlat  rest. wall s")
     results: list[dict[str, object]] = []
     for scale in (SCALES[s] for s in a.scales):
         for case in (CASES[c] for c in a.compositions):

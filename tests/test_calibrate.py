@@ -31,7 +31,7 @@ def test_each_run_is_measured_from_the_release_that_led_to_it() -> None:
     assert sorted(cal.first_starts) == [3.0, 5.0] and cal.restarts == (4.0,)
     assert cal.round_period == 10.0 and cal.rounds == 4
     assert cal.simulation() == {"round_duration": 10.0, "start_latency": 4.0,
-                                "restart_cost": 0.0}
+                                "restart_latency": 0.0}
 
 
 def test_starts_that_waited_for_a_stop_give_the_stop_latency() -> None:
@@ -52,7 +52,7 @@ def test_a_restart_after_a_stop_is_measured_against_a_restart() -> None:
     """A moved job (2) is a restart waiting for its own stop: Slurm lifted its requeue
     delay and started it 9 s after the move's round, as long as job 3's plain restart took.
     The stop added nothing, and the simulator charges the restart's own 8 s beyond a first
-    start as ``restart_cost``: counted in the stop latency too, a move would cost it twice
+    start as ``restart_latency``: counted in the stop latency too, a move would cost it twice
     (Gavel at 15 s rounds: two rounds per move in the simulator, one on Slurm). Job 4, a
     restart others were stopped for, likewise hands over in 1 s beyond its restart."""
     t = Timings(rounds=[(0.0, 0.1), (10.0, 0.1), (20.0, 0.1)],
@@ -65,7 +65,7 @@ def test_a_restart_after_a_stop_is_measured_against_a_restart() -> None:
     assert cal.restarts == (9.0,) and cal.restarts_after_stops == (9.0, 10.0)
     assert cal.after_stops == () and cal.restart_handovers == (10.0,)
     out = cal.simulation()
-    assert (out["start_latency"], out["restart_cost"]) == (1.0, 8.0)
+    assert (out["start_latency"], out["restart_latency"]) == (1.0, 8.0)
     assert out["stop_latency"] == 0.5  # median of the moved job's 0 and job 4's 1 s
     assert out["handover_latency"] == 2.0  # a first start's 1 s and the stop's 1 s
 
@@ -91,7 +91,7 @@ def test_a_restart_without_a_new_release_is_not_measured() -> None:
     no release of ours came after the first run began."""
     cal = calibrate(Timings([(0.0, 0.1)], [(1, 0.0)], {1: [2.0, 50.0]}))
     assert cal.first_starts == (2.0,) and cal.restarts == ()
-    assert "restart_cost" not in cal.simulation()
+    assert "restart_latency" not in cal.simulation()
 
 
 # Two runs' stores (the same job ids, as two clusters number them): first starts 1, 2 and
@@ -112,7 +112,7 @@ def test_several_stores_are_calibrated_from_all_their_samples_pooled() -> None:
     assert sorted(pooled.restarts) == [3.0, 9.0] and pooled.rounds == 6
     assert pooled.round_period == 7.0 and pooled.round_seconds == 0.2
     assert pooled.simulation() == {"round_duration": 7.0, "start_latency": 4.0,
-                                   "restart_cost": 2.0}  # median 6 of restarts, less 4
+                                   "restart_latency": 2.0}  # median 6 of restarts, less 4
 
 
 def test_calibrating_nothing_is_an_error() -> None:
@@ -144,7 +144,7 @@ def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> No
     # the fake frees a stopped job's GPUs at once: every start took exactly one round
     assert set(cal.first_starts) == set(cal.restarts) == set(cal.after_stops) == {ROUND}
     assert cal.simulation() == {"round_duration": ROUND, "start_latency": ROUND,
-                                "restart_cost": 0.0, "stop_latency": 0.0,
+                                "restart_latency": 0.0, "stop_latency": 0.0,
                                 "handover_latency": ROUND}
 
 

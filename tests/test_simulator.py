@@ -112,6 +112,21 @@ def test_start_latency_delays_the_progress_of_every_start() -> None:
         assert r[0].gpu_seconds == pytest.approx(r[0].finish - 3 * latency - 600.0)
 
 
+def test_a_restart_latency_comes_before_the_run_and_counts_no_service() -> None:
+    """The scenario above with Slurm's restart latency R (the lifted requeue delay and the
+    scheduling pass after it, ``calibrate``): A's restarts at 600 and 1200 begin R later and
+    finish as late as with a restore of R, but the wait is not service, as Slurm's StartTime
+    comes after it (the controller's service and Gavel's time on a type count from there):
+    A holds 1000 GPU-seconds whatever R, not 1000 + 2R. First starts do not wait it."""
+    wl = workload((0.0, 1, 1000.0), (100.0, 1, 200.0), (700.0, 1, 100.0))
+    for wait in (0.0, 7.5, 40.0):
+        r = by_id(run(wl, comp("las"), cluster(1), restart_cost=0.0, restart_latency=wait))
+        assert r[0].preemptions == 2 and r[0].first_start == 0.0
+        assert r[0].finish == pytest.approx(1600.0 + 2 * wait)
+        assert r[0].gpu_seconds == pytest.approx(1000.0)
+        assert (r[1].first_start, r[2].first_start) == (300.0, 900.0)
+
+
 def test_a_job_stopped_within_its_start_latency_was_never_started() -> None:
     """SRTF, 1 GPU, 2 s rounds, start latency 5 s: A (1000 s) starts at 0 but would run only
     from 5; B (100 s) arrives at 1 and takes the GPU at 2. On Slurm A was released, never

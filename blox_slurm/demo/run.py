@@ -27,8 +27,8 @@ progress (each write carries the time and the iteration, so the moment a run beg
 against Slurm's StartTime of that run. The simulator gets Slurm's part measured from the
 controller's store exactly as ``blox-slurm calibrate`` does (``start_latency``: round start
 -> StartTime; ``stop_latency``: how much longer a start onto a stopped job's GPUs takes;
-the extra of a restart), and the fake job's part from its progress (``launch_cost``: its
-start-up; its checkpoint restore, added to ``restart_cost``).
+``restart_latency``: the extra of a restart), and the fake job's part from its progress
+(``launch_cost``: its start-up; ``restart_cost``: its checkpoint restore).
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ def fake_throughput(type_speed: Mapping[str, float] | None) -> ParametricThrough
 
 # The simulator's timing parameters the demo measures, as it prints them.
 TIMING = {"round_duration": "round", "start_latency": "Slurm's start latency",
-          "stop_latency": "stop latency", "handover_latency": "start after a stop",
-          "launch_cost": "launch", "restart_cost": "restart"}
+          "restart_latency": "Slurm's restart latency", "stop_latency": "stop latency",
+          "handover_latency": "start after a stop", "launch_cost": "launch",
+          "restart_cost": "restore"}
 
 
 class DemoTimeout(RuntimeError):
@@ -342,16 +343,19 @@ def measure(tracker: Tracker, store: Store) -> Measured:
 def timing(measured: Sequence[Measured], round_seconds: float) -> SimConfig:
     """The simulator's timing from one run's samples or several runs' pooled: Slurm's part
     from the controllers' stores (``calibrate``), the fake job's launch and restore from
-    its progress."""
+    its progress. A restart's Slurm part is a latency before the run (``restart_latency``),
+    the restore a cost within it (``restart_cost``): Slurm's StartTime, and with it the
+    service the controller counts, comes between them."""
     slurm = calibrate(*(m.timings for m in measured)).simulation()
     first = [v for m in measured for v in m.launches]
     again = [v for m in measured for v in m.resumes]
     launch = statistics.median(first) if first else 0.0
     restore = max(0.0, statistics.median(again) - launch) if again else 0.0
     return SimConfig(round_duration=round_seconds, start_latency=slurm.get("start_latency", 0.0),
+                     restart_latency=slurm.get("restart_latency", 0.0),
                      stop_latency=slurm.get("stop_latency", 0.0),
                      handover_latency=slurm.get("handover_latency"), launch_cost=launch,
-                     restart_cost=slurm.get("restart_cost", 0.0) + restore)
+                     restart_cost=restore)
 
 
 def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,

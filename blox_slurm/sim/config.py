@@ -20,6 +20,12 @@ class SimConfig(BaseModel):
     job to Slurm running it, on every start (GPUs held, no service, no progress): the round's
     own time and the batch scheduler's pass after the controller releases the job; 0 in the
     ideal world of published simulators, measured on a cluster by ``blox-slurm calibrate``.
+    ``restart_latency``: seconds a restart (of a job preempted before, a moved one too) takes
+    beyond ``start_latency`` before it runs (GPUs held, no service, no progress): on Slurm
+    the requeue delay the controller lifts to ``now+2`` and the scheduling pass after it.
+    Slurm's StartTime, the service the controller counts and the time Gavel counts on a
+    type all begin after it; charged in ``restart_cost`` instead, the simulator counted
+    that wait as received service. ``calibrate`` measures it.
     ``launch_cost``: seconds from then to the job's first progress on every start (process
     start-up, framework initialisation: GPUs held, service counted, no progress), which only
     the job knows. ``stop_latency``: seconds from the round that stops a job until its GPUs
@@ -59,6 +65,7 @@ class SimConfig(BaseModel):
     quantize_to_rounds: bool = False
     restart_cost: float = Field(default=30.0, ge=0)
     start_latency: float = Field(default=0.0, ge=0)
+    restart_latency: float = Field(default=0.0, ge=0)
     launch_cost: float = Field(default=0.0, ge=0)
     stop_latency: float = Field(default=0.0, ge=0)
     handover_latency: float | None = Field(default=None, ge=0)

@@ -208,6 +208,8 @@ class World:
         latency = self._stopping(job.id, st.gpus, t)
         handover = cfg.handover_latency if job.id in self._handed else None
         latency = latency + cfg.start_latency if handover is None else max(latency, handover)
+        if job.preemptions:  # Slurm's own delay of a restart, before its run (see SimConfig)
+            latency += cfg.restart_latency
         self.active[job.id] = job = transitions.start(
             job, st.gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
         self._ran(None, job, t)

@@ -5,7 +5,7 @@ The simulator starts a job at its round's tick and counts progress from then; on
 controller's round takes time to observe, decide and apply, the batch scheduler starts a
 released job on its next pass, and a requeued job is lifted to ``now+2`` (see
 :data:`~blox_slurm.slurm.client.REVOKE_MARGIN`). Those delays are a large share of a short
-job, and they are what ``start_latency`` and ``restart_cost`` model. Nothing is submitted to
+job, and they are what ``start_latency`` and ``restart_latency`` model. Nothing is submitted to
 measure them: every figure comes from the store (rounds, the ``release`` verbs and Slurm's
 StartTime of every run), so calibrating a production cluster costs nothing and disturbs no one.
 
@@ -13,7 +13,7 @@ Slurm's StartTime has whole seconds (truncated): a latency is exact to within on
 and the store counts a run's service from that same truncated time, so the median is what
 the simulator should count from too. Several stores (runs) can be calibrated together,
 their samples pooled (:func:`calibrate`). What a job does once Slurm runs it is not in the store:
-its start-up (``launch_cost``) and its checkpoint restore (part of ``restart_cost``) are the
+its start-up (``launch_cost``) and its checkpoint restore (``restart_cost``) are the
 job's own; add them by hand (``blox-slurm demo`` measures both for its fake job).
 """
 
@@ -59,15 +59,15 @@ class Calibration:
     restart_handovers: tuple[float, ...] = ()
 
     def simulation(self) -> dict[str, float]:
-        """``round_duration``, ``start_latency``, ``restart_cost`` (the Slurm part of a
-        restart beyond a first start), ``stop_latency`` (how much longer a start waiting
-        for a stop takes) and ``handover_latency`` (how long a start takes in all when jobs
-        were stopped for it: often less than a first start, since the stops' completion sets
-        off a scheduling pass), each only when measured.
+        """``round_duration``, ``start_latency``, ``restart_latency`` (what a restart takes
+        on Slurm beyond a first start, before it runs), ``stop_latency`` (how much longer a
+        start waiting for a stop takes) and ``handover_latency`` (how long a start takes in
+        all when jobs were stopped for it: often less than a first start, since the stops'
+        completion sets off a scheduling pass), each only when measured.
 
         A restart waiting for a stop (every move is one) takes the restart's own delay as
         well (on Slurm the lifted requeue delay and the scheduling pass after it), which the
-        simulator charges as ``restart_cost`` on every restart: its sample counts less that
+        simulator charges as ``restart_latency`` on every restart: its sample counts less that
         delay, as if it were a first start, or the delay would be charged twice. With the
         stop latency taken from the moves' whole restart, a Gavel move cost two 15 s rounds
         in the simulator where Slurm took one."""
@@ -79,7 +79,7 @@ class Calibration:
             out["start_latency"] = round(latency, 3)
         restart = max(0.0, statistics.median(self.restarts) - latency) if self.restarts else 0.0
         if self.restarts:
-            out["restart_cost"] = round(restart, 3)
+            out["restart_latency"] = round(restart, 3)
         after_stops = (*self.after_stops, *(v - restart for v in self.restarts_after_stops))
         if after_stops:
             out["stop_latency"] = round(max(0.0, statistics.median(after_stops) - latency), 3)
@@ -91,7 +91,7 @@ class Calibration:
     def to_toml(self) -> str:
         lines = ["# written by `blox-slurm calibrate` from a controller's store: give it to",
                  "# `blox-slurm simulate --calibration FILE`. Slurm's part only: add your",
-                 "# jobs' start-up as launch_cost and their checkpoint restore to restart_cost",
+                 "# jobs' start-up as launch_cost and their checkpoint restore as restart_cost",
                  "[simulation]"]
         lines += [f"{k} = {v!r}" for k, v in self.simulation().items()]
         return "\n".join(lines) + "\n"
