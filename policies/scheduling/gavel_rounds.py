@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -165,9 +165,10 @@ class _TypeClock:
         self.elapsed = 0.0
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
-              n_types: int, steps: Sequence[Sequence[float]] | None = None) -> np.ndarray:
-        """The jobs' seconds per type up to ``now`` (jobs x types). ``steps``: per job and
-        type, the steps/s it runs at there, when the throughput model knows them. Gavel
+              n_types: int, steps: Callable[[Job], Sequence[float]] | None = None
+              ) -> np.ndarray:
+        """The jobs' seconds per type up to ``now`` (jobs x types). ``steps``: a job's
+        steps/s on each type, when the throughput model knows them. Gavel
         credits a round's whole steps, ``int(steps/s * 360) / steps/s``, a fraction of a
         second under the round and different per job; its priorities break ties by that."""
         if now < self.now or n_types != self.n_types:
@@ -178,7 +179,7 @@ class _TypeClock:
         spent, seen = self.spent, self.seen
         rows = []
         longest = -1.0  # the longest credit of a job that ran since ``last``
-        for k, j in enumerate(jobs):
+        for j in jobs:
             row = spent.get(j.id)
             if row is None:
                 row = spent[j.id] = [0.0] * n_types
@@ -186,7 +187,7 @@ class _TypeClock:
                 since = max(seen.get(j.id, j.run_since), j.run_since)
                 on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
-                    credit = _whole(now - since, steps[k][on] if steps is not None else 0.0)
+                    credit = _whole(now - since, steps(j)[on] if steps is not None else 0.0)
                     row[on] += credit
                     if since == last:
                         longest = max(longest, credit)
@@ -321,27 +322,30 @@ class GavelRounds(SchedulingBase):
                 row = cache[key] = _rates(model, j, types, capacity, nodes.largest)
             rows.append(row)
         rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
-        steps = self._steps(model, ordered, types)
+        steps = self._steps(model, types)
         spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types), steps)
         return _Round(snapshot.now, types, capacity, ordered, rates, spent, nodes.gpu_type)
 
-    def _steps(self, model: ThroughputModel, jobs: Sequence[Job], types: Sequence[str]
-               ) -> list[list[float]] | None:
-        """Per job and type, its steps/s there (0: unknown), for a throughput model that
-        counts steps (Gavel's measured steps/s); ``None`` for one that does not."""
+    def _steps(self, model: ThroughputModel, types: Sequence[str]
+               ) -> Callable[[Job], list[float]] | None:
+        """A job's steps/s on each type (0: unknown), looked up only for the running jobs
+        the clock credits, for a throughput model that counts steps (Gavel's measured
+        steps/s); ``None`` for one that does not."""
         table = steps_model(model)
         if table is None:
             return None
-        cache, out = self._steps_of, []
-        for j in jobs:
-            key = (j.model, j.num_gpus)
+        cache = self._steps_of
+
+        def per_type(job: Job) -> list[float]:
+            key = (job.model, job.num_gpus)
             row = cache.get(key)
             if row is None:
-                row = cache[key] = ([table.steps_per_second(j.model, j.num_gpus, t)
+                row = cache[key] = ([table.steps_per_second(job.model, job.num_gpus, t)
                                      for t in types]
-                                    if table.knows(j.model) else [0.0] * len(types))
-            out.append(row)
-        return out
+                                    if table.knows(job.model) else [0.0] * len(types))
+            return row
+
+        return per_type
 
     def _node_facts(self, snapshot: ClusterSnapshot) -> _NodeFacts:
         """The facts of the snapshot's nodes and GPUs, kept while they are the same objects:
@@ -450,9 +454,9 @@ class GavelRounds(SchedulingBase):
     def _type_order(self, now: float, n_types: int) -> list[int]:
         """The order in which this round fills types: ``type_order``, shuffled by Gavel's
         stream for the policies Gavel shuffles (one draw per round time)."""
-        at, order = self._shuffled
         if not self.shuffle:
             return list(range(n_types))
+        at, order = self._shuffled
         if at != now or len(order) != n_types:
             order = list(range(n_types))
             self._shuffler.shuffle(order)
