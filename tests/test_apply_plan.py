@@ -204,3 +204,85 @@ def test_the_starts_of_every_placement_are_released_in_one_call() -> None:
     assert sum(v[0].startswith("pin ") for v in verbs) == 2
     fake.schedule()
     assert {fake.get_job(j).nodes for j in ids} == {("node1",), ("node2",)}  # type: ignore[union-attr]
+
+
+def _snap_at(now: float) -> ClusterSnapshot:
+    return replace(SNAP, now=now)
+
+
+def test_a_job_this_controller_stopped_long_enough_ago_is_lifted_to_now() -> None:
+    """StartTime=now for a job we stopped REVOKE_MARGIN s or more ago: its credential was
+    revoked in an earlier second. A job stopped less long ago, or by someone else (no time
+    known), keeps now+2."""
+    requeued = replace(job(1), restart_cnt=1)
+    start = Decisions(start=(Start(1, (0,)),))
+    now = 1000.0
+    plan = make_plan({1: requeued}, start, _snap_at(now), stopped={1: now - REVOKE_MARGIN})
+    assert plan.lift_delay == {1} and plan.lift_now == {1}
+    assert plan.release == {("node1",): (1,)}
+    recent = make_plan({1: requeued}, start, _snap_at(now), stopped={1: now - 1})
+    assert recent.lift_delay == {1} and recent.lift_now == frozenset()
+    assert make_plan({1: requeued}, start, _snap_at(now)).lift_now == frozenset()
+
+
+def test_a_released_job_whose_lifted_begin_time_has_passed_is_nudged() -> None:
+    """Slurm evaluates begin times only when it schedules, and it schedules on events: a job
+    whose now+2 has passed waits, with its pinned GPUs idle, until something else happens.
+    StartTime=now (one call for all such jobs) is that event; before its begin time the job
+    is left alone, and a job the policy no longer starts is held, not nudged."""
+    now = 1000.0
+    waiting = replace(job(1, held=False, req_nodes=("node1",)), restart_cnt=1,
+                      reason="BeginTime", eligible_time=now - 1)
+    start = Decisions(start=(Start(1, (0,)),))
+    plan = make_plan({1: waiting}, start, _snap_at(now))
+    assert plan.nudge == (1,) and plan.repin == {} and not plan.empty
+    ahead = replace(waiting, eligible_time=now + 1)
+    assert make_plan({1: ahead}, start, _snap_at(now)).empty
+    unwanted = make_plan({1: waiting}, Decisions(), _snap_at(now))
+    assert unwanted.hold == (1,) and unwanted.nudge == ()
+
+
+def test_a_lifted_restart_runs_once_nudged_when_slurm_schedules_only_on_events() -> None:
+    """With Slurm's event-driven passes, a job moved and pinned with now+2 is still pending
+    after its begin time; the plan's nudge starts it. The applier reports what it lifted."""
+    fake = FakeSlurm(nodes=((2, 4),), event_passes=True)
+    job_id = _running_on_node1(fake)
+    applier = _apply_move(fake, job_id)
+    assert applier.restarted == [job_id] and applier.lifted == [job_id]
+    assert applier.lifted_at is not None
+    fake.advance(0.5)  # the release's pass: before its begin time
+    fake.advance(REVOKE_MARGIN + 1)  # no event since: no pass
+    waiting = fake.get_job(job_id)
+    assert waiting is not None and waiting.pending and waiting.reason == "BeginTime"
+    plan = make_plan({job_id: waiting}, Decisions(start=(Start(job_id, (4,)),)),
+                     _snap_at(fake.now))
+    assert plan.nudge == (job_id,)
+    Applier(fake, lambda *a: None, sleep=lambda _: None).apply(plan)
+    fake.advance(0.5)
+    moved = fake.get_job(job_id)
+    assert moved is not None and moved.state == "RUNNING" and moved.nodes == ("node2",)
+
+
+def test_a_restart_lifted_to_now_runs_on_the_pass_its_release_sets_off() -> None:
+    """Stopped more than REVOKE_MARGIN s before: pinned with StartTime=now and released, it
+    starts on the release's own pass, on the node it ran on, without failing."""
+    fake = FakeSlurm(nodes=((2, 4),), event_passes=True)
+    job_id = _running_on_node1(fake)
+    applier = Applier(fake, lambda *a: None, sleep=lambda _: None)
+    applier.apply(make_plan({job_id: fake.get_job(job_id)},  # type: ignore[dict-item]
+                            Decisions(stop=(Stop(job_id),)), SNAP))
+    assert applier.stopped == [job_id]
+    stopped_at = fake.now
+    fake.advance(REVOKE_MARGIN)
+    requeued = fake.get_job(job_id)
+    assert requeued is not None and requeued.held
+    plan = make_plan({job_id: requeued}, Decisions(start=(Start(job_id, (0,)),)),
+                     _snap_at(fake.now), stopped={job_id: stopped_at})
+    assert plan.lift_now == {job_id}
+    again = Applier(fake, lambda *a: None, sleep=lambda _: None)
+    again.apply(plan)
+    assert again.lifted == []  # nothing left to nudge
+    fake.advance(0.5)
+    restarted = fake.get_job(job_id)
+    assert restarted is not None and restarted.state == "RUNNING"
+    assert restarted.nodes == ("node1",)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import gc
 import json
 import threading
+import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 
 from blox_slurm.loading import load
 from blox_slurm.slurm import controller as controller_module
+from blox_slurm.slurm.client import REVOKE_MARGIN, JobUpdate
 from blox_slurm.slurm.controller import Controller
 from blox_slurm.slurm.controller_config import ControllerConfig
 from blox_slurm.slurm.job_submit import read_heartbeat
@@ -179,3 +182,77 @@ def test_the_collector_waits_for_the_end_of_a_round(tmp_path: Path,
         assert not gc.isenabled() and during == [False, False]
     finally:
         gc.enable()
+
+
+def _released_waiting_for_a_pass(fake: FakeSlurm, job_id: int) -> None:
+    """Stop ``job_id``, lift its delay to now+2 and release it, then let its begin time pass
+    without an event: Slurm shows it pending, ``BeginTime``, and starts nothing."""
+    fake.requeue_hold([job_id])
+    fake.update_jobs([job_id], JobUpdate(lift_delay=True))
+    fake.release([job_id])
+    fake.advance(0.5)  # the release's pass: its begin time is still ahead
+    fake.advance(REVOKE_MARGIN + 1)  # nothing happened since: no pass
+    waiting = fake.jobs[job_id].job
+    assert waiting.pending and waiting.reason == "BeginTime" and not waiting.held
+
+
+def test_a_job_tiresias_preempted_restarts_on_the_pass_its_release_sets_off(
+        tmp_path: Path) -> None:
+    """Slurm schedules on events: the controller restarts a job it stopped rounds ago with
+    StartTime=now, so the release's own pass starts it (with now+2 it would wait, its GPUs
+    idle, for whatever woke Slurm next)."""
+    fake = FakeSlurm([(4, 4)], event_passes=True)
+    big = fake.submit_job(4, runtime=3000.0, gpus_per_node=True, nodes=4)
+    ctl = controller(fake, tmp_path, "tiresias")
+    for _ in range(4):
+        ctl.round()
+        fake.advance(ROUND)
+    for _ in range(6):
+        fake.submit_job(1, runtime=120.0, user="bob")
+    for _ in range(40):
+        report = ctl.round()
+        assert report.plan is not None
+        if fake.jobs[big].job.restart_cnt and big in report.plan.released:
+            break
+        fake.advance(ROUND)
+    else:
+        raise AssertionError("the preempted job was never restarted")
+    assert report.plan.lift_now == {big} and report.lifted == ()
+    fake.advance(0.5)
+    assert fake.jobs[big].job.state == "RUNNING"
+
+
+def test_nudge_sets_off_a_pass_for_jobs_waiting_only_for_one(tmp_path: Path) -> None:
+    fake = FakeSlurm([(1, 4)], event_passes=True)
+    job_id = fake.submit_job(1, runtime=600.0)
+    ctl = controller(fake, tmp_path, "fifo")
+    first = ctl.round()
+    fake.advance(1)
+    assert fake.jobs[job_id].job.state == "RUNNING"
+    _released_waiting_for_a_pass(fake, job_id)
+    assert ctl.nudge(first.round_id, [job_id]) == [job_id]
+    fake.advance(0.1)
+    assert fake.jobs[job_id].job.state == "RUNNING"
+    assert actions(ctl, "start now") == [job_id]
+    calls = fake.calls
+    assert ctl.nudge(first.round_id, [job_id]) == []  # running: one read, no update
+    assert fake.calls == calls + 1
+
+
+def test_the_daemon_nudges_between_rounds_only_when_the_next_round_is_later(
+        tmp_path: Path) -> None:
+    """After a round that lifted delays to now+2, the daemon nudges once they have passed,
+    unless the next round, which nudges on its own, comes first."""
+    fake = FakeSlurm([(1, 4)], event_passes=True)
+    job_id = fake.submit_job(1, runtime=600.0)
+    ctl = controller(fake, tmp_path, "fifo")
+    first = ctl.round()
+    fake.advance(1)
+    _released_waiting_for_a_pass(fake, job_id)
+    lifted = replace(first, lifted=(job_id,), lifted_at=time.monotonic() - REVOKE_MARGIN - 1)
+    calls = fake.calls
+    ctl._nudge_later(lifted, time.monotonic() - 1, threading.Event())  # next round is due
+    assert fake.calls == calls and fake.jobs[job_id].job.pending
+    ctl._nudge_later(lifted, time.monotonic() + 60, threading.Event())
+    fake.advance(0.1)
+    assert fake.jobs[job_id].job.state == "RUNNING"

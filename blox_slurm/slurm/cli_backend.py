@@ -16,7 +16,6 @@ from typing import Any, NoReturn, TypeVar
 
 from .arrays import bracket
 from .client import (
-    LIFTED_START,
     JobUpdate,
     NodeAction,
     SlurmError,
@@ -236,8 +235,8 @@ class CliBackend:
             fields.append(f"ReqNodeList={','.join(update.req_nodes)}")
         if update.exc_nodes is not None:
             fields.append(f"ExcNodeList={','.join(update.exc_nodes)}")
-        if update.lift_delay:
-            fields.append(f"StartTime={LIFTED_START}")
+        if update.start_time is not None:
+            fields.append(f"StartTime={update.start_time}")
         if update.gpus is not None:
             fields.append(update.gpus.field)
         if update.req_nodes is None and update.exc_nodes is None and update.gpus is None:

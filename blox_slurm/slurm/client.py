@@ -214,7 +214,11 @@ class JobUpdate:
     schedulable almost at once. Not ``now``: slurmd refuses a job's credential made in the
     same second as (or before) the one it revoked when the job's last run was stopped
     (``cred->ctime <= revoked``), and a job started then fails ("Job credential revoked")
-    instead of running. ``req_nodes=()`` clears a pin (an empty tuple means "clear", ``None``
+    instead of running. ``start_now`` sets ``StartTime=now``, for a job whose last run is
+    known to have stopped more than :data:`REVOKE_MARGIN` seconds ago, or whose lifted begin
+    time has passed: any job update sets off a scheduling pass, and Slurm starts nothing
+    on its own when a begin time passes (only at its next event, or its periodic passes
+    30-60 s apart). ``req_nodes=()`` clears a pin (an empty tuple means "clear", ``None``
     means "leave alone"). ``gpus`` resizes a pending elastic job (:class:`GpuRequest`).
     """
 
@@ -222,11 +226,14 @@ class JobUpdate:
     req_nodes: tuple[str, ...] | None = None
     exc_nodes: tuple[str, ...] | None = None
     lift_delay: bool = False
+    start_now: bool = False
     gpus: GpuRequest | None = None
 
     def __post_init__(self) -> None:
         if self.priority is not None and not 0 <= self.priority < 2**32 - 1:
             raise ValueError(f"priority {self.priority} out of range")
+        if self.lift_delay and self.start_now:
+            raise ValueError("lift_delay and start_now both set StartTime")
         check_node_names((*(self.req_nodes or ()), *(self.exc_nodes or ())))
         if self.empty:
             raise ValueError("JobUpdate changes nothing")
@@ -238,8 +245,14 @@ class JobUpdate:
             and self.req_nodes is None
             and self.exc_nodes is None
             and not self.lift_delay
+            and not self.start_now
             and self.gpus is None
         )
+
+    @property
+    def start_time(self) -> str | None:
+        """The ``StartTime`` it sets, as Slurm's clients spell it; None: left alone."""
+        return LIFTED_START if self.lift_delay else "now" if self.start_now else None
 
 
 NodeAction = Literal["drain", "resume"]

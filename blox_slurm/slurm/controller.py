@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
@@ -37,9 +37,9 @@ from ..core.round import decide
 from ..telemetry.buffer import TelemetryBuffer
 from ..telemetry.prometheus import JOB_STATES, Metrics
 from .active_lock import ActiveLock
-from .apply import Applier, Plan, make_plan
+from .apply import Applier, Plan, make_plan, waits_for_a_pass
 from .arrays import bracket, held_back, splits
-from .client import JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
+from .client import REVOKE_MARGIN, JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
 from .controller_config import ControllerConfig
 from .crashpoints import crashpoint
 from .job_submit import clear_heartbeat, heartbeat_age, parse_admin_comment, write_heartbeat
@@ -51,6 +51,9 @@ from .timed_client import timed
 
 log = logging.getLogger("blox_slurm.slurm.controller")
 _T = TypeVar("_T")
+# Seconds past a now+2 begin time before the daemon nudges: Slurm reads "now+2" in whole
+# seconds of its own clock
+_NUDGE_SLACK = 0.5
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ class RoundReport:
     failures: int
     error: str = ""
     deferred: tuple[int, ...] = ()  # moved jobs stopped but not yet restarted (see Applier)
+    # jobs pinned with StartTime=now+2, and when (time.monotonic) the last was: the daemon
+    # nudges those Slurm has not started once that has passed (Controller.nudge)
+    lifted: tuple[int, ...] = ()
+    lifted_at: float | None = None
     # When the round had read the queue (its snapshot's time): a job submitted before then is
     # in the round, even if after ``started``. None when the round failed before reading.
     observed: float | None = None
@@ -145,6 +152,9 @@ class Controller:
         # each managed job's record and what the store was told of it, from the last round
         self._observations: dict[int, tuple[SlurmJob, Observed]] = {}
         self._core_jobs = JobCache()  # each waiting job's core record, while it is unchanged
+        # when this controller stopped each job it stopped that is still pending (its clock,
+        # after Slurm took the stop): a restart REVOKE_MARGIN s later may start at once
+        self._stopped: dict[int, float] = {}
 
     # ------------------------------------------------------------------ one round
 
@@ -183,8 +193,10 @@ class Controller:
                                  seen.nodes, seen.now)
         crashpoint("observed")
         d = decide(snapshot, self.comp, explain=True)
+        self._stopped = {j: t for j, t in self._stopped.items()
+                         if j in seen.managed and seen.managed[j].pending}
         plan = make_plan(seen.managed, d, snapshot,
-                         frozenset(n.name for n in seen.nodes if n.draining))
+                         frozenset(n.name for n in seen.nodes if n.draining), self._stopped)
         self._record_decisions(rid, d, plan, snapshot, aside)
         crashpoint("decided")
         applier = self._apply(rid, plan)
@@ -246,11 +258,15 @@ class Controller:
                                        {j: r for r, j in enumerate(d.order)},
                                        {**d.reasons, **aside}, d.state)
 
-    def _apply(self, rid: int, plan: Plan) -> Applier:
-        applier = Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
+    def _applier(self, rid: int) -> Applier:
+        """An applier whose actions go to round ``rid`` in the audit."""
+        return Applier(self.client, lambda verb, ids, ok, err: self.store.record_action(
             rid, verb, ids, ok, err, self.cfg.dry_run), dry_run=self.cfg.dry_run,
             checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,
             partitions=self.cfg.partitions)
+
+    def _apply(self, rid: int, plan: Plan) -> Applier:
+        applier = self._applier(rid)
         applier.apply(plan)
         if not self.cfg.dry_run:
             self._after_apply(plan, applier)
@@ -288,6 +304,7 @@ class Controller:
         now = self.clock()
         if plan.preempt:
             self.store.note_preempted(plan.preempt, now)
+        self._stopped.update(dict.fromkeys(applier.stopped, now))
         repinned = (j for ids in plan.repin.values() for j in ids)
         refused = applier.refused_starts
         self.watch.released((j for j in (*plan.released, *repinned, *applier.restarted)
@@ -352,7 +369,8 @@ class Controller:
         self._export_round(seconds, calls, snap, d, plan, applier.failures)
         return RoundReport(rid, started, seconds, len(snap.jobs), pending,
                            len(snap.jobs) - pending, d, plan, calls, applier.failures,
-                           deferred=tuple(applier.deferred), observed=snap.now)
+                           deferred=tuple(applier.deferred), observed=snap.now,
+                           lifted=tuple(applier.lifted), lifted_at=applier.lifted_at)
 
     def _failed(self, rid: int, started: float, calls0: int, error: str) -> RoundReport:
         log.warning("round %d failed: %s", rid, error)
@@ -443,8 +461,36 @@ class Controller:
             followup = not followup and report is not None and bool(report.deferred)
             if followup and self.cfg.followup_seconds > 0:
                 period = min(period, self.cfg.followup_seconds)
+            if report is not None and report.lifted_at is not None:
+                self._nudge_later(report, t0 + period, stop)
             stop.wait(max(0.0, period - (time.monotonic() - t0)))
         return n
+
+    def _nudge_later(self, report: RoundReport, next_round: float,
+                     stop: threading.Event) -> None:
+        """Wait until the round's now+2 begin times have passed and nudge the jobs still
+        waiting for them, unless the next round comes first (it nudges them itself,
+        :attr:`Plan.nudge`) or follow-ups are off."""
+        assert report.lifted_at is not None
+        due = report.lifted_at + REVOKE_MARGIN + _NUDGE_SLACK
+        if self.cfg.followup_seconds <= 0 or self.cfg.dry_run or due >= next_round:
+            return
+        if not stop.wait(max(0.0, due - time.monotonic())):
+            self.nudge(report.round_id, report.lifted)
+
+    def nudge(self, rid: int, ids: Sequence[int]) -> list[int]:
+        """Of ``ids``, set off a scheduling pass for those Slurm shows waiting only for one
+        (:func:`~blox_slurm.slurm.apply.waits_for_a_pass`): one read of the queue and at
+        most one update, recorded with round ``rid``. Returns the ids nudged; a Slurm error
+        leaves them to the next round."""
+        try:
+            jobs = self.client.list_jobs(self.cfg.partitions)
+        except SlurmError as exc:
+            log.warning("nudge: reading the queue failed: %s", exc)
+            return []
+        now, wanted = self.clock(), set(ids)
+        waiting = [j.job_id for j in jobs if j.job_id in wanted and waits_for_a_pass(j, now)]
+        return self._applier(rid).nudge(waiting) if waiting else []
 
     def _handback(self) -> None:
         try:

@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from .cli_backend import CliBackend
-from .client import LIFTED_START, JobUpdate, SlurmError
+from .client import JobUpdate, SlurmError
 from .runner import DEFAULT_RETRY, RetryPolicy
 
 
@@ -99,8 +99,8 @@ class PyslurmBackend(CliBackend):
             fields["required_nodes"] = ",".join(update.req_nodes)
         if update.exc_nodes is not None:
             fields["excluded_nodes"] = ",".join(update.exc_nodes)
-        if update.lift_delay:
-            fields["begin_time"] = LIFTED_START
+        if update.start_time is not None:
+            fields["begin_time"] = update.start_time
         desc = self.pyslurm.JobSubmitDescription
         self._each(ids, "update", lambda j: j.modify(desc(**fields)),
                    lambda t: CliBackend.update_jobs(self, t, update))

@@ -7,13 +7,17 @@ behave, and nothing else:
 * jobs are submitted held and marked, as the job-submit plugin does while the heartbeat is
   fresh (``failopen=True`` submits them unheld, marked ``,failopen``);
 * a held job never starts; a released one starts at the next :meth:`FakeSlurm.schedule` if
-  its GPUs (per job, or per node on exactly its node count), CPUs and memory fit on the nodes
-  it is pinned to (``ReqNodeList``) or else any node of its partition, in priority order, no
-  backfill; a pin to a full node leaves it waiting (``Resources``);
+  its begin time has passed and its GPUs (per job, or per node on exactly its node count),
+  CPUs and memory fit on the nodes it is pinned to (``ReqNodeList``) or else any node of its
+  partition, in priority order, no backfill; a pin to a full node leaves it waiting (``Resources``);
 * ``requeuehold`` stops a running job: pending, held, ``Restarts`` + 1, a new ``SubmitTime``,
   and (as Slurm's requeue delay) not eligible for 120 s unless the update lifts the delay
   (``StartTime=now+2``); the nodes it ran on revoke its credential, so a start there in the
   same whole second fails the job, as slurmd's ``Job credential revoked`` does;
+* :meth:`FakeSlurm.advance` schedules every time, unless ``event_passes``: then, as
+  slurmctld does, only after an event (a submit, a job's end, any verb on a job or node)
+  and every :data:`PASS_INTERVAL` seconds; a pass shows a released job whose begin time is
+  ahead as ``BeginTime`` (Slurm's ``EligibleTime`` is the begin time);
 * a job needs ``runtime`` seconds of running in all, then completes and stays listed as
   ended; a preempted run keeps its progress (jobs checkpoint, as the emulator's fake
   training job does on SIGTERM);
@@ -44,6 +48,7 @@ from ..slurm.job_submit import format_hints
 from ..slurm.parse import ParsedJob
 
 REQUEUE_DELAY = 120.0
+PASS_INTERVAL = 60.0  # slurmctld's periodic pass (sched_interval's default)
 MARK = "blox:managed"
 
 
@@ -83,9 +88,13 @@ class FakeSlurm:
 
     name = "fake"
 
-    def __init__(self, nodes: Iterable[tuple[int, int]] = ((4, 4),), now: float = 1e6) -> None:
+    def __init__(self, nodes: Iterable[tuple[int, int]] = ((4, 4),), now: float = 1e6,
+                 event_passes: bool = False) -> None:
         self.now = now
         self.calls = 0
+        self.event_passes = event_passes
+        self.stirred = False  # an event since the last scheduling pass
+        self.last_pass = now
         self.nodes: dict[str, FakeNode] = {}
         for count, gpus in nodes:
             for _ in range(count):
@@ -114,6 +123,7 @@ class FakeSlurm:
             admin_comment=MARK + (",failopen" if failopen else "") + format_hints(hints or {}),
             gpu_nodes=nodes if gpus_per_node else 0)
         self.jobs[job_id] = FakeJob(job, runtime, self.now)
+        self.stirred = True
         return job_id
 
     def advance(self, seconds: float) -> None:
@@ -124,10 +134,18 @@ class FakeSlurm:
             if j.state == "RUNNING" and fj.done + self.now - (j.start_time or 0) >= fj.runtime:
                 self._free(j)
                 fj.job = replace(j, state="COMPLETED", end_time=self.now, reason="None")
-        self.schedule()
+                self.stirred = True
+        if (not self.event_passes or self.stirred
+                or self.now - self.last_pass >= PASS_INTERVAL):
+            self.schedule()
 
     def schedule(self) -> None:
-        """Start every eligible released job that fits, by priority then id."""
+        """A scheduling pass: start every eligible released job that fits, by priority then
+        id; one whose begin time is ahead waits with reason ``BeginTime``."""
+        self.stirred, self.last_pass = False, self.now
+        for fj in self.jobs.values():
+            if fj.job.pending and fj.job.priority > 0 and fj.begin > self.now:
+                self._set(fj, reason="BeginTime")
         waiting = sorted((fj for fj in self.jobs.values() if self._eligible(fj)),
                          key=lambda fj: (-fj.job.priority, fj.job.job_id))
         for fj in waiting:
@@ -193,7 +211,9 @@ class FakeSlurm:
             if update.priority is not None:
                 fj.job = replace(fj.job, priority=update.priority)
             if update.lift_delay:
-                fj.begin = int(self.now) + REVOKE_MARGIN
+                self._begin(fj, int(self.now) + REVOKE_MARGIN)
+            if update.start_now:
+                self._begin(fj, int(self.now))
             if update.gpus is not None:  # a per-node count applies on each of its nodes
                 per = fj.job.gpu_nodes if update.gpus.per_node and fj.job.gpu_nodes else 1
                 fj.job = replace(fj.job, num_gpus=update.gpus.count * per)
@@ -210,6 +230,7 @@ class FakeSlurm:
 
     def update_nodes(self, names: Sequence[str], action: NodeAction, reason: str = "") -> None:
         self.calls += 1
+        self.stirred = True
         for name in names:
             self.nodes[name].drained = action == "drain"
 
@@ -240,10 +261,15 @@ class FakeSlurm:
                 failed.append((job_id, "Job is pending execution"))
             else:
                 act(fj)
+                self.stirred = True
         if failed:
             text = "\n".join(f"{why} for job {job_id}" for job_id, why in failed)
             raise SlurmError(f"scontrol {verb} failed: {text}", ("scontrol", verb), 1, text,
                              tuple(job_id for job_id, _ in failed))
+
+    def _begin(self, fj: FakeJob, at: float) -> None:
+        fj.begin = at
+        self._set(fj, eligible_time=at)
 
     def _set(self, fj: FakeJob, **fields: object) -> None:
         fj.job = replace(fj.job, **fields)  # type: ignore[arg-type]
@@ -253,7 +279,7 @@ class FakeSlurm:
         self._free(fj.job)
         fj.done += self.now - (fj.job.start_time or self.now)
         fj.begin = self.now + REQUEUE_DELAY
-        fj.job = replace(fj.job, state="PENDING", priority=0 if held else 1,
+        fj.job = replace(fj.job, state="PENDING", eligible_time=fj.begin, priority=0 if held else 1,
                          reason="JobHeldAdmin" if held else "BeginTime",
                          restart_cnt=fj.job.restart_cnt + 1, submit_time=self.now,
                          start_time=None, nodes=(), gpu_alloc=MappingProxyType({}))

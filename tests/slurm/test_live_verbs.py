@@ -92,6 +92,35 @@ def test_requeue_restarts_at_once_and_appends_output(client: SlurmClient, jobs: 
     assert [x for x in lines if x.startswith("start")] == ["start 0", "start 1"]
 
 
+def test_a_restart_lifted_to_now_runs_again_on_the_node_it_left(client: SlurmClient,
+                                                                jobs: Jobs) -> None:
+    """StartTime=now, REVOKE_MARGIN s after the stop: slurmd takes the new credential (a
+    later second than the one it revoked) on the very node the job ran on. A released job
+    whose begin time has passed takes StartTime=now too (the controller's nudge)."""
+    job = jobs.submit("--gres=gpu:1", "--nodelist=node1")
+    jobs.wait_state(job, "RUNNING")
+    client.requeue_hold([job])
+    held = jobs.wait_state(job, "PENDING")
+    assert held.held and held.restart_cnt == 1
+    time.sleep(REVOKE_MARGIN)
+    asked = time.time()
+    client.update_jobs([job], JobUpdate(req_nodes=("node1",), start_now=True))
+    eligible = jobs.get(job).eligible_time
+    assert eligible is None or eligible <= asked + 1
+    client.release([job])
+    again = jobs.wait_state(job, "RUNNING", timeout=90)
+    assert again.restart_cnt == 1 and again.nodes == ("node1",)
+    # a job released with a begin time that has passed, still pending (Slurm starts it
+    # only on a pass): StartTime=now is accepted; or Slurm started it first
+    late = jobs.submit("--gres=gpu:1", "--begin=now+2")
+    time.sleep(REVOKE_MARGIN + 1)
+    try:
+        client.update_jobs([late], JobUpdate(start_now=True))
+    except SlurmError:
+        assert jobs.get(late).active
+    assert jobs.wait_state(late, "RUNNING", timeout=90).restart_cnt == 0
+
+
 def test_requeue_of_pending_job_is_an_error(client: SlurmClient, jobs: Jobs) -> None:
     job = jobs.submit("--gres=gpu:1", "--begin=now+3600")
     with pytest.raises(SlurmError) as err:
