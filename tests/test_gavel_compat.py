@@ -122,6 +122,70 @@ def test_deficits_count_time_on_gavels_clock(tmp_path: Path) -> None:
     assert policy.epoch.deficit[0] == pytest.approx(np.zeros(1), abs=1e-9)
 
 
+def _idle_then_busy(count_idle: bool) -> GavelRounds:
+    # One v100 GPU... two: job 0 runs from 10 until it ends at 110, the cluster is idle until
+    # jobs 1 and 2 arrive at 5000, they run a round, and job 3's arrival at 5360 resets.
+    shape = build_cluster([("v100", 2, 1)])
+    policy = GavelRounds(GavelRounds.Params(allocation="fifo", reset_interval=0.0,
+                                            count_idle=count_idle))
+    a = pending(0, 1, submit=10.0)
+    assert policy.order(snapshot(shape, [a], now=10.0), [a]).types == {0: "v100"}
+    policy.order(snapshot(shape, [], now=110.0), [])  # job 0 ended: the round ends
+    b, c = pending(1, 1, submit=5000.0), pending(2, 1, submit=5000.0)
+    assert policy.order(snapshot(shape, [b, c], now=5000.0), [b, c]).types == {
+        1: "v100", 2: "v100"}
+    jobs = [running(1, [0], submit=5000.0, since=5000.0),
+            running(2, [1], submit=5000.0, since=5000.0), pending(3, 1, submit=5360.0)]
+    policy.order(snapshot(shape, jobs, now=5360.0), jobs)
+    assert policy.epoch is not None and policy.epoch.at == 5360.0
+    return policy
+
+
+def test_the_first_round_after_idle_rounds_is_credited_with_the_idle_time() -> None:
+    # Gavel's round starts where the last round that ran jobs ended (scheduler.py,
+    # simulate: current_round_start_time), so jobs 1 and 2 are credited 360 s plus the
+    # 4,890 s the cluster sat idle (110 to 5000): at the reset they had 4,890 s too much.
+    epoch = _idle_then_busy(count_idle=True).epoch
+    assert epoch is not None
+    for jid in (1, 2):
+        assert epoch.deficit[jid] == pytest.approx(np.array([-4890.0]))
+    plain = _idle_then_busy(count_idle=False).epoch
+    assert plain is not None
+    assert plain.deficit[1] == pytest.approx(np.zeros(1), abs=1e-9)
+
+
+def test_time_since_a_reset_is_summed_from_the_reset_and_ties_to_the_bit(
+        tmp_path: Path) -> None:
+    # Gavel sums each round's credit onto half a round at the reset. Job 0 runs 40 rounds
+    # of 100 steps at 0.279 steps/s; job 1 arrives then (a reset), and both run a round.
+    # Their times since the reset are the same float, so they tie and deficits decide. The
+    # time since the job began minus its time at the reset is not that float: it broke such
+    # ties by rounding.
+    table = tmp_path / "simulation_throughputs.json"
+    table.write_text(json.dumps({"v100": {"('B', 1)": {"null": 0.279}}}))
+    shape = build_cluster([("v100", 2, 1)])
+    model = GavelThroughput(table)
+    policy = GavelRounds(GavelRounds.Params(allocation="fifo", reset_interval=0.0))
+    a = pending(0, 1, submit=10.0, model="B")
+    policy.order(snapshot(shape, [a], now=10.0, throughput=model), [a])
+    for k in range(1, 41):
+        jobs = [running(0, [0], submit=10.0, since=10.0 + (k - 1) * 360.0, model="B")]
+        if k == 40:
+            jobs.append(pending(1, 1, submit=10.0 + k * 360.0, model="B"))
+        policy.order(snapshot(shape, jobs, now=10.0 + k * 360.0, throughput=model), jobs)
+    assert policy.epoch is not None and policy.epoch.at == 10.0 + 40 * 360.0
+    jobs = [running(0, [0], submit=10.0, since=10.0 + 40 * 360.0, model="B"),
+            running(1, [1], submit=10.0 + 40 * 360.0, since=10.0 + 40 * 360.0, model="B")]
+    policy.order(snapshot(shape, jobs, now=10.0 + 41 * 360.0, throughput=model), jobs)
+    assert policy.epoch.at == 10.0 + 40 * 360.0  # no reset: the same jobs
+    credit = 100 / 0.279
+    assert policy.clock.spent[0][0] == policy.clock.spent[1][0] == 180.0 + credit
+    total = 180.0
+    for _ in range(40):
+        total += credit
+    assert (total + credit) - total != credit  # what a difference since the reset gives
+
+
 def test_gavels_clock_ends_a_round_with_its_last_job() -> None:
     # Job 0 runs 100 s from its arrival at 10; job 1 arrives at 50. On Gavel's clock the
     # first round is the first arrival and the next one comes when job 0 ends; on ticks,

@@ -14,7 +14,14 @@ differs, and its numbers can only be reproduced by doing what it does:
   have had minus time it had, per type) accumulates. A job's priority on type ``t`` is
   ``X[j,t] / time on t since the reset`` (Gavel divides by the type's total too, the same for
   every job of a type, so it does not change the order), 0 without an allocation there or on a
-  type where the job does not run.
+  type where the job does not run. The time is Gavel's sum, each round's credit added to
+  ``initial_time``, so jobs credited alike since the reset tie to the bit and their deficits
+  decide, as in Gavel.
+* **A round starts where the last round that ran jobs ended** (``simulate``'s
+  ``current_round_start_time``). After idle rounds (nothing ran until the next arrival), the
+  jobs of the first round that runs are credited with the idle time as run time
+  (``count_idle``): they leave that interval with a deficit of minus the idle time, and at
+  later resets rank after the jobs they tie with. Gavel's clock jumps to the arrival there.
 * **Types are filled one after another.** For each type in turn (``type_order``: V100, P100,
   K80, shuffled every round for the heterogeneity-agnostic policies, as Gavel does), jobs in
   decreasing (priority, deficit, allocation), ties by arrival, take its GPUs while they fit;
@@ -82,28 +89,26 @@ class _Epoch:
     types: tuple[str, ...]
     jobs: frozenset[int]
     share: dict[int, np.ndarray]  # X[j, :] per job present at the reset
-    base: dict[int, np.ndarray]  # seconds on each type at the reset
     deficit: dict[int, np.ndarray] = field(default_factory=dict)
     fifo: dict[int, int] = field(default_factory=dict)  # FIFO: job -> type index
     _table: tuple[dict[int, int], np.ndarray] | None = None  # see rows()
 
-    def rows(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``share``, ``deficit`` and ``base`` of ``jobs`` (jobs x types each; zeros for a
-        job the reset did not see): one index into a table built on the epoch's first round,
-        instead of three arrays built from per-job rows every round."""
+    def rows(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:
+        """``share`` and ``deficit`` of ``jobs`` (jobs x types each; zeros for a job the
+        reset did not see): one index into a table built on the epoch's first round, instead
+        of arrays built from per-job rows every round."""
         if self._table is None:
-            ids = list(self.share.keys() | self.deficit.keys() | self.base.keys())
+            ids = list(self.share.keys() | self.deficit.keys())
             zero = np.zeros(len(self.types))
-            table = np.zeros((len(ids) + 1, 3 * len(self.types)))  # the last row: unseen
+            table = np.zeros((len(ids) + 1, 2 * len(self.types)))  # the last row: unseen
             for k, jid in enumerate(ids):
                 table[k] = np.concatenate([self.share.get(jid, zero),
-                                           self.deficit.get(jid, zero),
-                                           self.base.get(jid, zero)])
+                                           self.deficit.get(jid, zero)])
             self._table = ({jid: k for k, jid in enumerate(ids)}, table)
         index, table = self._table
         n = len(self.types)
-        mine = table[[index.get(j.id, -1) for j in jobs]].reshape(len(jobs), 3 * n)
-        return mine[:, :n], mine[:, n:2 * n], mine[:, 2 * n:]
+        mine = table[[index.get(j.id, -1) for j in jobs]].reshape(len(jobs), 2 * n)
+        return mine[:, :n], mine[:, n:]
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,7 @@ class _Round:
     capacity: np.ndarray  # usable GPUs per type
     jobs: list[Job]
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
-    spent: np.ndarray  # jobs x types: seconds run there so far
+    spent: np.ndarray  # jobs x types: initial_time + seconds run there since the reset
     gpu_type: list[str]  # per GPU id
 
 
@@ -148,21 +153,35 @@ def _whole(seconds: float, per_second: float) -> float:
 
 
 class _TypeClock:
-    """Seconds each job ran on each type, counted from the running jobs each round sees (as
-    Gavel's scheduler counts them when a round ends): kept by the policy, not as job marks,
-    because writing marks for every running job every round cost more than the rest of the
-    mechanism. Counting twice at one time adds nothing; an earlier time starts over.
+    """Seconds each job ran on each type since the last reset, counted from the running jobs
+    each round sees (as Gavel's scheduler counts them when a round ends): kept by the policy,
+    not as job marks, because writing marks for every running job every round cost more than
+    the rest of the mechanism. Counting twice at one time adds nothing; an earlier time
+    starts over.
+
+    Each count starts at ``start`` (Gavel's ``_job_time_so_far`` starts at half a round), for a
+    new job and for every job at a reset (``restart``), and adds each round's credit, as
+    Gavel's sum does: two jobs credited alike since the reset then have the same time to the
+    bit and tie, so their deficits decide. (A count since the job began minus its value at
+    the reset differs from that sum in its last bits, and broke such ties by rounding.)
 
     ``elapsed`` is time as Gavel's clock counts it. With whole steps (below) a Gavel round
     lasts as long as its longest job's steps, a fraction of a second under the round, and
-    the deficits a reset computes take the time since the last reset on that clock."""
+    the deficits a reset computes take the time since the last reset on that clock. When
+    nothing ran, it jumps to the world's time (the next arrival), as Gavel's does. With
+    ``count_idle``, the jobs of the first round after such idle rounds are credited with the
+    time since the last round that ran jobs ended (``busy_end``), as Gavel credits them."""
 
-    def __init__(self) -> None:
+    def __init__(self, start: float = 0.0, count_idle: bool = False) -> None:
+        self.start = start
         self.now = -math.inf
         self.n_types = 0
         self.spent: dict[int, list[float]] = {}  # plain floats: numpy scalars are slow here
         self.seen: dict[int, float] = {}
         self.elapsed = 0.0
+        self.count_idle = count_idle
+        self.busy_end = 0.0  # when the last round that ran jobs ended (0: none yet)
+        self.dispatched = False  # the policy ran jobs in the round that began at ``now``
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
               n_types: int, steps: Callable[[Job], Sequence[float]] | None = None
@@ -175,26 +194,42 @@ class _TypeClock:
             self.spent.clear()
             self.seen.clear()
             self.elapsed = 0.0
+            self.busy_end = 0.0
         last, self.now, self.n_types = self.now, now, n_types
         spent, seen = self.spent, self.seen
         rows = []
         longest = -1.0  # the longest credit of a job that ran since ``last``
+        # Gavel's round starts where the last round that ran jobs ended: after idle rounds,
+        # the jobs of the first busy round are credited with the idle time too.
+        start = self.elapsed  # Gavel's clock at ``last``
+        idle = start - self.busy_end if self.count_idle and start > self.busy_end else 0.0
         for j in jobs:
             row = spent.get(j.id)
             if row is None:
-                row = spent[j.id] = [0.0] * n_types
+                row = spent[j.id] = [self.start] * n_types
             if j.gpus and j.run_since is not None:  # running (GPUs <=> running)
                 since = max(seen.get(j.id, j.run_since), j.run_since)
                 on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
                     credit = _whole(now - since, steps(j)[on] if steps is not None else 0.0)
-                    row[on] += credit
                     if since == last:
                         longest = max(longest, credit)
+                        credit += idle
+                    row[on] += credit
                 seen[j.id] = now
             rows.append(row)
-        if now > last > -math.inf:
-            self.elapsed += longest if longest >= 0 else now - last
+        if last == -math.inf:
+            self.elapsed = now
+        elif now > last:
+            if longest >= 0:
+                self.elapsed += longest
+            elif self.dispatched:  # its jobs all finished: the round lasted until now
+                self.elapsed += now - last
+            else:  # nothing ran: Gavel's clock jumps to the arrival, as the world's does
+                self.elapsed = now
+            if longest >= 0 or self.dispatched:
+                self.busy_end = self.elapsed
+        self.dispatched = False
         return np.array(rows, dtype=float).reshape(len(jobs), n_types)
 
     def keep_only(self, ids: frozenset[int]) -> None:
@@ -202,6 +237,11 @@ class _TypeClock:
         for table in (self.spent, self.seen):
             for jid in [k for k in table if k not in ids]:
                 del table[jid]
+
+    def restart(self) -> None:
+        """A reset: every job's count starts again at ``start``."""
+        for row in self.spent.values():
+            row[:] = [self.start] * len(row)
 
 
 def fifo_types(queue: Sequence[tuple[int, int, np.ndarray]], kept: dict[int, int],
@@ -265,13 +305,16 @@ class GavelRounds(SchedulingBase):
         type_order: list[str] = Field(default_factory=lambda: ["v100", "p100", "k80"])
         shuffle_types: bool | None = None  # None: as Gavel (agnostic and FIFO shuffle)
         seed: int = 0
+        # Gavel's simulator credits the jobs of the first round after idle rounds with the
+        # idle time as run time (its round starts where the last busy round ended)
+        count_idle: bool = True
 
     def __init__(self, params: Params | None = None) -> None:
         self.p = params or self.Params()
         shuffle = self.p.shuffle_types
         self.shuffle = self.p.allocation != "max_min_fairness" if shuffle is None else shuffle
         self.epoch: _Epoch | None = None
-        self.clock = _TypeClock()
+        self.clock = _TypeClock(self.p.initial_time, self.p.count_idle)
         # Rates per job (id, GPUs, model, asked type) while the cluster's types and
         # capacities stay the same: computing them was a third of a round.
         self._rates: dict[tuple[object, ...], list[float]] = {}
@@ -300,6 +343,8 @@ class GavelRounds(SchedulingBase):
         largest = r.capacity.max(initial=0.0)
         stop = frozenset(j.id for j in ranked
                          if j.running and j.id not in types and j.num_gpus <= largest)
+        self.clock.dispatched = bool(types) or any(j.running and j.id not in stop
+                                                   for j in ranked)
         return Schedule(ranked, types=types, stop=stop, free_movers=True)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
@@ -377,14 +422,16 @@ class GavelRounds(SchedulingBase):
         n_types = len(r.types)
         deficit = {}
         if old is not None:
-            share, owed_before, base = old.rows(r.jobs)
-            # time since the old reset, counted as the rounds count it (from initial_time)
-            had = (self.p.initial_time + r.spent - base) - self.p.initial_time
-            owed = owed_before + share * (self.clock.elapsed - old.elapsed) - had
+            share, owed_before = old.rows(r.jobs)
+            # time since the old reset, counted as the rounds count it (from initial_time);
+            # summed in Gavel's order (_reset_time_run_so_far)
+            had = r.spent - self.p.initial_time
+            owed = owed_before + (share * (self.clock.elapsed - old.elapsed) - had)
             deficit = {j.id: owed[i] for i, j in enumerate(r.jobs)}
-        e = _Epoch(r.now, self.clock.elapsed, tuple(r.types), ids, {},
-                   {j.id: r.spent[i].copy() for i, j in enumerate(r.jobs)}, deficit)
+        e = _Epoch(r.now, self.clock.elapsed, tuple(r.types), ids, {}, deficit)
         self.clock.keep_only(ids)
+        self.clock.restart()
+        r.spent[:] = self.p.initial_time  # this round's priorities see the restarted counts
         started = time.perf_counter()
         if self.p.allocation == "fifo":
             e.fifo = self._fifo(r, old)
@@ -426,8 +473,8 @@ class GavelRounds(SchedulingBase):
         allocation), ties by arrival, take the type's GPUs while they fit. Returns job index
         -> type index, in order of assignment, for the jobs of the allocation."""
         n, n_types = r.rates.shape
-        share, deficit, base = e.rows(r.jobs)
-        since = self.p.initial_time + r.spent - base
+        share, deficit = e.rows(r.jobs)
+        since = r.spent
         runs = r.rates > 0
         prio = np.where(runs & (share > 0),
                         share / np.where(since > 0, since, 1e-9), 0.0)
