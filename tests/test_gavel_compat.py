@@ -154,6 +154,20 @@ def test_the_first_round_after_idle_rounds_is_credited_with_the_idle_time() -> N
     assert plain.deficit[1] == pytest.approx(np.zeros(1), abs=1e-9)
 
 
+def test_the_first_round_is_not_credited_with_the_time_before_it() -> None:
+    # A controller's clock is the epoch: the first jobs are not credited with the time since
+    # 0 (Gavel's simulator would credit its first arrival's few seconds).
+    shape = build_cluster([("v100", 2, 1)])
+    policy = GavelRounds(GavelRounds.Params(allocation="fifo", reset_interval=0.0))
+    t = 1.7e9
+    a = pending(0, 1, submit=t)
+    policy.order(snapshot(shape, [a], now=t), [a])
+    jobs = [running(0, [0], submit=t, since=t), pending(1, 1, submit=t + 360.0)]
+    policy.order(snapshot(shape, jobs, now=t + 360.0), jobs)
+    assert policy.epoch is not None and policy.epoch.at == t + 360.0
+    assert policy.epoch.deficit[0] == pytest.approx(np.zeros(1), abs=1e-6)
+
+
 def test_time_since_a_reset_is_summed_from_the_reset_and_ties_to_the_bit(
         tmp_path: Path) -> None:
     # Gavel sums each round's credit onto half a round at the reset. Job 0 runs 40 rounds

@@ -180,7 +180,11 @@ class _TypeClock:
         self.seen: dict[int, float] = {}
         self.elapsed = 0.0
         self.count_idle = count_idle
-        self.busy_end = 0.0  # when the last round that ran jobs ended (0: none yet)
+        # When the last round that ran jobs ended, on ``elapsed``; None before the first such
+        # round. (Gavel's simulator starts at 0, so it would credit the first round's jobs
+        # with the time to the first arrival: a few seconds on its traces, but a controller's
+        # clock is the epoch.)
+        self.busy_end: float | None = None
         self.dispatched = False  # the policy ran jobs in the round that began at ``now``
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
@@ -194,15 +198,16 @@ class _TypeClock:
             self.spent.clear()
             self.seen.clear()
             self.elapsed = 0.0
-            self.busy_end = 0.0
+            self.busy_end = None
         last, self.now, self.n_types = self.now, now, n_types
         spent, seen = self.spent, self.seen
         rows = []
         longest = -1.0  # the longest credit of a job that ran since ``last``
         # Gavel's round starts where the last round that ran jobs ended: after idle rounds,
         # the jobs of the first busy round are credited with the idle time too.
-        start = self.elapsed  # Gavel's clock at ``last``
-        idle = start - self.busy_end if self.count_idle and start > self.busy_end else 0.0
+        start, busy_end = self.elapsed, self.busy_end  # Gavel's clock at ``last``
+        idle = (start - busy_end if self.count_idle and busy_end is not None
+                and start > busy_end else 0.0)
         for j in jobs:
             row = spent.get(j.id)
             if row is None:
