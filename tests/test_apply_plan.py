@@ -210,17 +210,17 @@ def _snap_at(now: float) -> ClusterSnapshot:
     return replace(SNAP, now=now)
 
 
-def test_a_job_this_controller_stopped_long_enough_ago_is_lifted_to_now() -> None:
-    """StartTime=now for a job we stopped REVOKE_MARGIN s or more ago: its credential was
-    revoked in an earlier second. A job stopped less long ago, or by someone else (no time
-    known), keeps now+2."""
+def test_a_job_revoked_long_enough_ago_is_lifted_to_now() -> None:
+    """StartTime=now for a job whose last run was revoked REVOKE_MARGIN s or more ago: a
+    credential made now is of a later second. One revoked less long ago, or when nobody
+    knows (see Revocations), keeps now+2."""
     requeued = replace(job(1), restart_cnt=1)
     start = Decisions(start=(Start(1, (0,)),))
     now = 1000.0
-    plan = make_plan({1: requeued}, start, _snap_at(now), stopped={1: now - REVOKE_MARGIN})
+    plan = make_plan({1: requeued}, start, _snap_at(now), revoked={1: now - REVOKE_MARGIN})
     assert plan.lift_delay == {1} and plan.lift_now == {1}
     assert plan.release == {("node1",): (1,)}
-    recent = make_plan({1: requeued}, start, _snap_at(now), stopped={1: now - 1})
+    recent = make_plan({1: requeued}, start, _snap_at(now), revoked={1: now - 1})
     assert recent.lift_delay == {1} and recent.lift_now == frozenset()
     assert make_plan({1: requeued}, start, _snap_at(now)).lift_now == frozenset()
 
@@ -277,7 +277,7 @@ def test_a_restart_lifted_to_now_runs_on_the_pass_its_release_sets_off() -> None
     requeued = fake.get_job(job_id)
     assert requeued is not None and requeued.held
     plan = make_plan({job_id: requeued}, Decisions(start=(Start(job_id, (0,)),)),
-                     _snap_at(fake.now), stopped={job_id: stopped_at})
+                     _snap_at(fake.now), revoked={job_id: stopped_at})
     assert plan.lift_now == {job_id}
     again = Applier(fake, lambda *a: None, sleep=lambda _: None)
     again.apply(plan)

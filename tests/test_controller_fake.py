@@ -256,3 +256,38 @@ def test_the_daemon_nudges_between_rounds_only_when_the_next_round_is_later(
     ctl._nudge_later(lifted, time.monotonic() + 60, threading.Event())
     fake.advance(0.1)
     assert fake.jobs[job_id].job.state == "RUNNING"
+
+
+def test_a_job_slurm_started_before_its_nudge_is_no_failure(tmp_path: Path) -> None:
+    """Slurm may start a job between the read that found it waiting and the nudge: the
+    update then fails for it ("no longer pending"), which is what the nudge was for."""
+    fake = FakeSlurm([(1, 4)], event_passes=True)
+    job_id = fake.submit_job(1, runtime=600.0)
+    waiting = fake.submit_job(1, runtime=600.0)
+    ctl = controller(fake, tmp_path, "fifo")
+    first = ctl.round()
+    fake.advance(1)
+    _released_waiting_for_a_pass(fake, waiting)
+    applier = ctl._applier(first.round_id)
+    assert applier.nudge([job_id, waiting]) == [job_id, waiting]
+    assert applier.failures == 0
+    assert not list(ctl.store.db.query("SELECT * FROM actions WHERE ok = 0"))
+
+
+def test_the_daemon_loop_nudges_after_a_round_that_lifted(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A requeued job the policy starts (first seen pending: now+2) makes the loop call
+    for a nudge with the round's report."""
+    fake = FakeSlurm([(1, 4)], event_passes=True)
+    job_id = fake.submit_job(1, runtime=600.0)
+    ctl = controller(fake, tmp_path, "fifo")
+    ctl.round()
+    fake.advance(1)
+    fake.requeue_hold([job_id])  # by someone else: no stop time known
+    fake.advance(1)
+    calls: list[tuple[int, ...]] = []
+    monkeypatch.setattr(ctl, "_nudge_later", lambda report, *a: calls.append(report.lifted))
+    monkeypatch.setattr(ctl.cfg, "round_seconds", 0.01)
+    assert ctl.run(threading.Event(), max_rounds=1) == 1
+    assert calls == [(job_id,)]

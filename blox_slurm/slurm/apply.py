@@ -58,7 +58,7 @@ class Plan:
     # Elastic jobs started with another GPU count than they ask Slurm for: their pin also
     # sets the new request (see GpuRequest)
     resize: Mapping[int, GpuRequest] = field(default_factory=dict)
-    # Of lift_delay, the jobs this controller stopped more than REVOKE_MARGIN seconds ago:
+    # Of lift_delay, the jobs whose last run was revoked REVOKE_MARGIN seconds or more ago:
     # their pin sets StartTime=now instead, and Slurm starts them on the pass the release
     # sets off (a now+2 is still ahead then, and nothing else may wake Slurm for a round)
     lift_now: frozenset[int] = frozenset()
@@ -78,16 +78,17 @@ class Plan:
 
 def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSnapshot,
               drained: frozenset[str] = frozenset(),
-              stopped: Mapping[int, float] | None = None) -> Plan:
-    """The verbs that bring Slurm to what ``d`` wants. Pure. ``stopped``: when this
-    controller stopped the jobs it stopped (its clock, once Slurm had taken the stop)."""
+              revoked: Mapping[int, float] | None = None) -> Plan:
+    """The verbs that bring Slurm to what ``d`` wants. Pure. ``revoked``: a time by which
+    requeued jobs' last runs had their credentials revoked (see
+    :mod:`~blox_slurm.slurm.revocations`)."""
     targets, refused = _targets(d, snapshot)
     resize = _resizes(managed, d, snapshot, targets, refused)
     preempt = tuple(j for j in d.preempt if j in managed and managed[j].active)
     stopping = set(preempt)
     move = _by_nodes((m.job_id, targets[m.job_id]) for m in d.move
                      if m.job_id in stopping and m.job_id in targets)
-    v = _pending_verbs(managed, targets, resize, snapshot.now, stopped or {})
+    v = _pending_verbs(managed, targets, resize, snapshot.now, revoked or {})
     drain = tuple(x for x in d.drain if x.node not in drained)
     return Plan(preempt, tuple(sorted(v.hold)), _by_nodes(v.release), _by_nodes(v.repin),
                 drain, {j: why for j, why in refused.items() if j in managed},
@@ -138,7 +139,7 @@ class _PendingVerbs:
 
 
 def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[str, ...]],
-                   resize: Collection[int], now: float, stopped: Mapping[int, float]
+                   resize: Collection[int], now: float, revoked: Mapping[int, float]
                    ) -> _PendingVerbs:
     """For the managed jobs Slurm shows pending: those to hold (not started, not yet held),
     to release (started, held) or re-pin (started, released but pinned elsewhere, kept
@@ -156,7 +157,7 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
         delayed = job.restart_cnt > 0 and (job.held or _kept_waiting(job, now))
         if delayed:  # ours, or its owner's requeue (a released job kept waiting ~120 s)
             out.lift_delay.add(job_id)
-            if now - stopped.get(job_id, now) >= REVOKE_MARGIN:
+            if now - revoked.get(job_id, now) >= REVOKE_MARGIN:
                 out.lift_now.add(job_id)
         if job.held:
             out.release.append((job_id, nodes))
@@ -168,15 +169,22 @@ def _pending_verbs(managed: Mapping[int, SlurmJob], targets: Mapping[int, tuple[
 
 
 def waits_for_a_pass(job: SlurmJob, now: float) -> bool:
-    """Whether a released job waits only for Slurm's next scheduling pass: its begin time
-    (a lift's now+2, or its owner's --begin) has passed, but Slurm, which evaluates
-    begin times only when it schedules, still shows ``BeginTime``. Slurm schedules on
-    events (a submit, an end, any job update) at most every ``batch_sched_delay`` (3 s),
-    and otherwise every 30-60 s: without a nudge the job and the GPUs it is pinned to
-    idle until then (a median of 13.7 s at 15 s rounds, measured)."""
-    return (not job.held and job.reason == "BeginTime" and job.eligible_time is not None
+    """Whether a pending released job waits only for Slurm's next scheduling pass: its begin time
+    (a lift's now+2, or its owner's --begin) has passed, but Slurm, which evaluates begin
+    times only when it schedules, still shows ``BeginTime`` (22.05, 24.11), or no reason
+    at all for a requeued job (26.05). Slurm schedules on events (a submit, an end, any
+    job update) at most every ``batch_sched_delay`` (3 s), and otherwise every 30-60 s:
+    without a nudge the job and the GPUs it is pinned to idle until then (a median of
+    13.7 s at 15 s rounds, measured). ``StartTime=now`` never moves a begin time earlier:
+    scontrol reads "now" on this host, whose clock has passed the begin time here."""
+    waiting = job.reason == "BeginTime" or (job.reason == "None" and job.restart_cnt > 0)
+    return (job.pending and not job.held and waiting and job.eligible_time is not None
             and job.eligible_time <= now)
 
+
+# What Slurm says of a job that is no longer pending (ESLURM_JOB_NOT_PENDING), as the fake
+# says it too
+_NOT_PENDING = "no longer pending"
 
 # How far past our own clock a lifted begin time may read and still be ours: REVOKE_MARGIN,
 # plus slurmctld's clock running up to 10 s ahead of the controller's host; Slurm's requeue
@@ -295,36 +303,44 @@ class Applier:
 
     def nudge(self, ids: Sequence[int]) -> list[int]:
         """``StartTime=now`` for released jobs that wait only for a scheduling pass (see
-        :func:`waits_for_a_pass`): one call, which sets the pass off. Returns those nudged."""
-        return self._batched("start now", ids, self._updater(JobUpdate(start_now=True)))
+        :func:`waits_for_a_pass`): one call, which sets the pass off. A job Slurm started
+        since it was read is not pending any more and refuses the update: it needed no
+        nudge, and that is no failure. Returns those nudged (or started)."""
+        update = JobUpdate(start_now=True)
+
+        def call(batch: Sequence[int]) -> None:
+            try:
+                self.client.update_jobs(batch, update)
+            except SlurmError as exc:
+                if not (exc.failed_ids and _NOT_PENDING in str(exc)):
+                    raise
+                rest = [i for i in batch if i not in exc.failed_ids]
+                if rest:
+                    call(rest)
+        return self._batched("start now", ids, call)
 
     def _pin(self, nodes: tuple[str, ...], ids: Sequence[int], lift_delay: Collection[int],
              resize: Mapping[int, GpuRequest] | None = None,
              lift_now: Collection[int] = ()) -> list[int]:
-        """``ReqNodeList=nodes``: one call per kind of ``StartTime`` (``now+2`` for requeued
-        jobs, ``now`` for those of them in ``lift_now``, none for the rest), and one per
-        resized job, whose call also sets its new GPU request. Returns the ids pinned."""
+        """``ReqNodeList=nodes``, one batch per kind of update: ``StartTime=now+2`` for
+        requeued jobs, ``now`` for those of them in ``lift_now``, none for the rest, and a
+        resized job's new GPU request. Returns the ids pinned."""
         resize = resize or {}
         where = f"pin {','.join(nodes)}"
-
-        def lift(i: int) -> tuple[bool, bool]:  # (StartTime=now+2, StartTime=now)
-            return i in lift_delay and i not in lift_now, i in lift_now
-
-        kinds: dict[tuple[bool, bool], list[int]] = defaultdict(list)
+        updates: dict[JobUpdate, list[int]] = defaultdict(list)
         for i in ids:
-            if i not in resize:
-                kinds[lift(i)].append(i)
+            now = i in lift_delay and i in lift_now
+            updates[JobUpdate(req_nodes=nodes, gpus=resize.get(i), start_now=now,
+                              lift_delay=i in lift_delay and not now)].append(i)
         pinned: list[int] = []
-        for (margin, now), batch in sorted(kinds.items(), reverse=True):
-            pinned += self._lifting(batch, where, JobUpdate(
-                req_nodes=nodes, lift_delay=margin, start_now=now))
-        for i in (i for i in ids if i in resize):
-            margin, now = lift(i)
-            pinned += self._lifting([i], f"{where} {resize[i].field}", JobUpdate(
-                req_nodes=nodes, gpus=resize[i], lift_delay=margin, start_now=now))
+        for update, batch in updates.items():
+            verb = where if update.gpus is None else f"{where} {update.gpus.field}"
+            pinned += self._lifting(batch, verb, update)
         return pinned
 
     def _lifting(self, ids: list[int], verb: str, update: JobUpdate) -> list[int]:
+        """Apply ``update`` to ``ids``; note those given ``now+2``, which may need a nudge
+        once it has passed (:attr:`lifted`)."""
         done = self._batched(verb, ids, self._updater(update))
         if update.lift_delay and done:
             self.lifted += done

@@ -44,6 +44,7 @@ from .controller_config import ControllerConfig
 from .crashpoints import crashpoint
 from .job_submit import clear_heartbeat, heartbeat_age, parse_admin_comment, write_heartbeat
 from .preflight import missing_partitions, plugin_disagreement
+from .revocations import Revocations
 from .snapshot import JobCache, build_snapshot
 from .start_watch import StartWatch
 from .store import Observed, Store
@@ -152,9 +153,9 @@ class Controller:
         # each managed job's record and what the store was told of it, from the last round
         self._observations: dict[int, tuple[SlurmJob, Observed]] = {}
         self._core_jobs = JobCache()  # each waiting job's core record, while it is unchanged
-        # when this controller stopped each job it stopped that is still pending (its clock,
-        # after Slurm took the stop): a restart REVOKE_MARGIN s later may start at once
-        self._stopped: dict[int, float] = {}
+        # by when each requeued job's last run was revoked: a restart REVOKE_MARGIN s later
+        # may start at once (StartTime=now)
+        self._revoked = Revocations()
 
     # ------------------------------------------------------------------ one round
 
@@ -193,13 +194,13 @@ class Controller:
                                  seen.nodes, seen.now)
         crashpoint("observed")
         d = decide(snapshot, self.comp, explain=True)
-        self._stopped = {j: t for j, t in self._stopped.items()
-                         if j in seen.managed and seen.managed[j].pending}
+        self._revoked.observe(seen.managed, seen.now)
         plan = make_plan(seen.managed, d, snapshot,
-                         frozenset(n.name for n in seen.nodes if n.draining), self._stopped)
+                         frozenset(n.name for n in seen.nodes if n.draining),
+                         self._revoked.times())
         self._record_decisions(rid, d, plan, snapshot, aside)
         crashpoint("decided")
-        applier = self._apply(rid, plan)
+        applier = self._apply(rid, plan, seen.managed)
         return self._finished(rid, started, calls0, snapshot, d, plan, applier)
 
     def _observe(self, rid: int) -> _Seen:
@@ -265,11 +266,11 @@ class Controller:
             checkpoint_signal=self.cfg.checkpoint_signal, grace_seconds=self.cfg.grace_seconds,
             partitions=self.cfg.partitions)
 
-    def _apply(self, rid: int, plan: Plan) -> Applier:
+    def _apply(self, rid: int, plan: Plan, managed: Mapping[int, SlurmJob]) -> Applier:
         applier = self._applier(rid)
         applier.apply(plan)
         if not self.cfg.dry_run:
-            self._after_apply(plan, applier)
+            self._after_apply(plan, applier, managed)
             if not applier.failures:
                 # Slurm answered every verb: refresh the lease, which the wait for a moved
                 # job's requeue (up to grace_seconds) would otherwise have aged.
@@ -300,11 +301,12 @@ class Controller:
                 self.store.record_action(rid, verb, [array_id], True)
         return bool(todo)
 
-    def _after_apply(self, plan: Plan, applier: Applier) -> None:
+    def _after_apply(self, plan: Plan, applier: Applier,
+                     managed: Mapping[int, SlurmJob]) -> None:
         now = self.clock()
         if plan.preempt:
             self.store.note_preempted(plan.preempt, now)
-        self._stopped.update(dict.fromkeys(applier.stopped, now))
+        self._revoked.stopped((managed[j] for j in applier.stopped if j in managed), now)
         repinned = (j for ids in plan.repin.values() for j in ids)
         refused = applier.refused_starts
         self.watch.released((j for j in (*plan.released, *repinned, *applier.restarted)
@@ -470,13 +472,18 @@ class Controller:
                      stop: threading.Event) -> None:
         """Wait until the round's now+2 begin times have passed and nudge the jobs still
         waiting for them, unless the next round comes first (it nudges them itself,
-        :attr:`Plan.nudge`) or follow-ups are off."""
+        :attr:`Plan.nudge`) or follow-ups, the other Slurm calls between rounds, are off.
+        Like a round, it never takes the daemon down."""
         assert report.lifted_at is not None
         due = report.lifted_at + REVOKE_MARGIN + _NUDGE_SLACK
         if self.cfg.followup_seconds <= 0 or self.cfg.dry_run or due >= next_round:
             return
-        if not stop.wait(max(0.0, due - time.monotonic())):
+        if stop.wait(max(0.0, due - time.monotonic())):
+            return
+        try:
             self.nudge(report.round_id, report.lifted)
+        except Exception:  # a bug must not take the cluster's scheduler down silently
+            log.exception("nudge after round %d crashed; continuing", report.round_id)
 
     def nudge(self, rid: int, ids: Sequence[int]) -> list[int]:
         """Of ``ids``, set off a scheduling pass for those Slurm shows waiting only for one
