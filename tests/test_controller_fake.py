@@ -291,3 +291,23 @@ def test_the_daemon_loop_nudges_after_a_round_that_lifted(tmp_path: Path,
     monkeypatch.setattr(ctl.cfg, "round_seconds", 0.01)
     assert ctl.run(threading.Event(), max_rounds=1) == 1
     assert calls == [(job_id,)]
+
+
+def test_handback_lifts_to_now_the_restarts_revoked_long_enough_ago() -> None:
+    """Nothing wakes Slurm after a controller hands back on exit: a requeued job whose last
+    run was revoked 2 s or more before is lifted to now and starts on the release's pass;
+    one revoked just now, or when nobody knows, waits for now+2 (and does not fail)."""
+    fake = FakeSlurm([(2, 4)], event_passes=True)
+    old, new = fake.submit_job(1, runtime=600.0), fake.submit_job(1, runtime=600.0)
+    fake.release([old, new])
+    fake.advance(1)
+    fake.requeue_hold([old])
+    fake.advance(REVOKE_MARGIN + 1)
+    fake.requeue_hold([new])
+    revoked = {old: fake.now - REVOKE_MARGIN - 1, new: fake.now}
+    assert sorted(controller_module.handback(fake, ["blox"], revoked, fake.now)) == [old, new]
+    lifted = int(fake.now) + REVOKE_MARGIN
+    fake.advance(0.5)
+    assert fake.jobs[old].job.state == "RUNNING"
+    assert fake.jobs[new].job.pending and not fake.jobs[new].job.held
+    assert fake.jobs[new].job.eligible_time == lifted

@@ -501,7 +501,7 @@ class Controller:
 
     def _handback(self) -> None:
         try:
-            handback(self.client, self.cfg.partitions)
+            handback(self.client, self.cfg.partitions, self._revoked.times(), self.clock())
         except SlurmError as exc:  # the heartbeat is gone: the watchdog hands back instead
             log.warning("handback on exit failed: %s", exc)
 
@@ -571,15 +571,24 @@ def held_by_us(job: SlurmJob) -> bool:
     return job.pending and job.held and _mark(job.admin_comment) is not None
 
 
-def handback(client: SlurmClient, partitions: list[str]) -> list[int]:
+def handback(client: SlurmClient, partitions: list[str],
+             revoked: Mapping[int, float] | None = None, now: float = 0.0) -> list[int]:
     """Release every job the controller holds in ``partitions``; leave everything else.
-    Slurm then schedules them on its own (the fail-open path). Returns the released ids."""
+    Slurm then schedules them on its own (the fail-open path). A requeued job's delay is
+    lifted: to ``now`` if ``revoked`` dates its last run's revocation REVOKE_MARGIN s or
+    more before ``now`` (a controller handing back on exit knows; nothing wakes Slurm after
+    it for a ``now+2``), else to ``now+2``. Returns the released ids."""
     jobs = [j for j in client.list_jobs(partitions) if j.partition in partitions]
     held = [j for j in jobs if held_by_us(j)]
-    requeued = sorted(j.job_id for j in held if j.restart_cnt > 0)
-    if requeued:
+    revoked = revoked or {}
+    requeued = [j.job_id for j in held if j.restart_cnt > 0]
+    at_once = sorted(j for j in requeued if now - revoked.get(j, now) >= REVOKE_MARGIN)
+    for ids, lift in ((at_once, JobUpdate(start_now=True)),
+                      (sorted(set(requeued) - set(at_once)), JobUpdate(lift_delay=True))):
+        if not ids:
+            continue
         try:  # a requeued job would otherwise wait ~120 s (never a fresh job: its --begin)
-            client.update_jobs(requeued, JobUpdate(lift_delay=True))
+            client.update_jobs(ids, lift)
         except SlurmError as exc:
             log.warning("handback: lifting the requeue delay failed (%s); releasing anyway",
                         exc)
