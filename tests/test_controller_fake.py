@@ -253,6 +253,10 @@ def test_the_daemon_nudges_between_rounds_only_when_the_next_round_is_later(
     calls = fake.calls
     ctl._nudge_later(lifted, time.monotonic() - 1, threading.Event())  # next round is due
     assert fake.calls == calls and fake.jobs[job_id].job.pending
+    stopping = threading.Event()
+    stopping.set()
+    ctl._nudge_later(lifted, time.monotonic() + 60, stopping)  # stopping: no more calls
+    assert fake.calls == calls
     ctl._nudge_later(lifted, time.monotonic() + 60, threading.Event())
     fake.advance(0.1)
     assert fake.jobs[job_id].job.state == "RUNNING"
