@@ -33,6 +33,7 @@ from typing import TypeVar
 from ..core.abstractions import FreeGpus
 from ..core.composition import Composition
 from ..core.model import ClusterSnapshot, Decisions, GpuSample
+from ..core.records import maker
 from ..core.round import decide
 from ..telemetry.buffer import TelemetryBuffer
 from ..telemetry.prometheus import JOB_STATES, Metrics
@@ -531,10 +532,16 @@ def _observed(j: SlurmJob) -> Observed:
     """What the store folds. A COMPLETING job is still in its run: seen as "not running" it
     was counted as preempted (requeued) when it merely finished."""
     in_run = j.in_run
-    return Observed(j.job_id, j.user, j.partition, j.num_gpus,
-                    j.submit_time if j.submit_time is not None else 0.0, in_run,
-                    j.start_time if in_run else None, j.held, _hints(j.admin_comment),
-                    j.account, j.restart_cnt)
+    return _make_observed(
+        job_id=j.job_id, user=j.user, partition=j.partition, num_gpus=j.num_gpus,
+        submit_time=j.submit_time if j.submit_time is not None else 0.0, running=in_run,
+        run_start=j.start_time if in_run else None, held=j.held,
+        hints=_hints(j.admin_comment), account=j.account, restarts=j.restart_cnt)
+
+
+#: ``Observed(**fields)``, 0.7 us instead of 1.2 (:mod:`blox_slurm.core.records`): one for
+#: every managed job of a first round.
+_make_observed = maker(Observed)
 
 
 @lru_cache(maxsize=4096)

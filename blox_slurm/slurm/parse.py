@@ -17,6 +17,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+from ..core.records import maker
 from .client import GresAlloc, SlurmJob, SlurmNode
 
 # ---------------------------------------------------------------------------- hostlists
@@ -146,6 +147,11 @@ class ParsedJob(SlurmJob):
     """
 
     gpu_nodes: int = 0
+
+
+#: ``ParsedJob(**fields)`` for the parsers' loops: 2.3 us a record instead of 3.9 (see
+#: :mod:`blox_slurm.core.records`), 20,000 records in a first round's queue read.
+make_parsed_job = maker(ParsedJob)
 
 
 # ---------------------------------------------------------------------------- JSON records
@@ -295,7 +301,7 @@ def _job_fields(j: Mapping[str, Any], job_id: int) -> ParsedJob:
     if alloc:
         num_gpus = sum(a.count for a in alloc.values())
     cpus = _num(j, "cpus")
-    return ParsedJob(
+    return make_parsed_job(
         job_id=job_id,
         name=_text(j, "name"),
         user=_text(j, "user_name"),
@@ -586,7 +592,7 @@ def _scontrol_fields(line: str) -> ParsedJob:
     if alloc:
         num_gpus = sum(a.count for a in alloc.values())
     memory_mb = _scontrol_memory(f, num_gpus, num_nodes, cpus)
-    return ParsedJob(
+    return make_parsed_job(
         job_id=int(f["JobId"]),
         name=f.get("JobName", ""),
         user=_user(f.get("UserId", "")),

@@ -25,6 +25,7 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from ..core.model import ClusterSnapshot, Gpu, GpuSample, Job, JobState, Node, NodeState
+from ..core.records import maker
 from ..core.throughput import ThroughputModel
 from .client import SlurmJob, SlurmNode
 from .parse import ParsedJob
@@ -57,13 +58,21 @@ class JobExtras:
     def admitted_copy(self) -> JobExtras:
         """These extras with ``admitted=True``: what the store keeps for a job the round's
         admission let in. Built field by field: ``dataclasses.replace`` took 3 us a job, and a
-        first round admits every waiting job (20,000 of them, 0.06 s)."""
-        return JobExtras(self.attained_base, self.work_base, self.duration, True, self.model,
-                         self.hints, self.preemptions, self.first_start, self.last_event,
-                         self.submit_time, self.marks)
+        first round admits every waiting job (20,000 of them, 0.06 s); through
+        :func:`make_extras`, 0.7 us."""
+        return make_extras(attained_base=self.attained_base, work_base=self.work_base,
+                           duration=self.duration, admitted=True, model=self.model,
+                           hints=self.hints, preemptions=self.preemptions,
+                           first_start=self.first_start, last_event=self.last_event,
+                           submit_time=self.submit_time, marks=self.marks)
 
 
+#: ``JobExtras(**fields)``, 0.7 us instead of 1.2 (see :mod:`blox_slurm.core.records`): the
+#: store builds one for every row of a first fold, and its admitted copy.
+make_extras = maker(JobExtras)
 _NO_EXTRAS = JobExtras()
+#: ``Job(**fields)``, 1.5 us instead of 2.6: a first round builds every waiting job's.
+_make_job = maker(Job)
 
 
 def natural_key(name: str) -> tuple[object, ...]:
@@ -227,7 +236,7 @@ def _job(
     else:
         gpus, state = (), JobState.PENDING
         last_event = x.last_event if x.last_event is not None else submit
-    return Job(
+    return _make_job(
         id=j.job_id,
         submit_time=submit,
         num_gpus=len(gpus) if gpus else j.num_gpus,

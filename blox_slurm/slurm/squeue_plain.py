@@ -40,6 +40,7 @@ from .parse import (
     MalformedField,
     ParsedJob,
     array_fields,
+    make_parsed_job,
     mem_per_gpu,
     nodes_of,
     parse_mem_mb,
@@ -208,7 +209,7 @@ def _fields(f: Mapping[str, str], job_id: int, exc: str) -> ParsedJob:
     cpus = _int(f, "cpus")
     task = _opt(f, "array_task")
     throttle = task.partition("%")[2]
-    return ParsedJob(
+    return make_parsed_job(
         job_id=job_id, name=_text(f, "name"), user=_text(f, "user"),
         account=_text(f, "account"), partition=_text(f, "partition"), state=f["state"],
         reason=_text(f, "reason", "None"), priority=_int(f, "priority"), num_gpus=num_gpus,

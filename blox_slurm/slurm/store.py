@@ -43,7 +43,7 @@ from ..core.accounting import EndedRun, run_service, usage_at
 from ..core.model import Decisions, GpuSample
 from .calibrate import Timings
 from .shadow import ShadowJob, ShadowReport, shadow_report
-from .snapshot import JobExtras
+from .snapshot import JobExtras, make_extras
 
 SCHEMA_VERSION = 3  # 2: jobs.account (fair share by account); 3: the runs table
 
@@ -517,8 +517,8 @@ def _json_text(obj: Mapping[str, Any]) -> str:
 
 
 def _extras(r: Mapping[str, Any]) -> JobExtras:
-    """A job's :class:`JobExtras` from its row. Fields by position: a first fold builds one
-    for every active row (20,000 on a first round), and keywords cost half as much again."""
+    """A job's :class:`JobExtras` from its row, through :func:`make_extras`: a first fold
+    builds one for every active row (20,000 on a first round)."""
     hints = _json(r["hints"])
     attained = r["attained_base"] or 0.0
     duration = _duration(hints)
@@ -526,9 +526,11 @@ def _extras(r: Mapping[str, Any]) -> JobExtras:
     run = attained / gpus  # wall seconds of earlier runs: Slurm's measure of work
     if duration is not None and run > duration * 1.1 + 60:
         duration = None  # the hint was wrong: do not let it rank the job forever
-    return JobExtras(attained, run, duration, bool(r["admitted"]), hints.get("model", ""),
-                     hints, r["preemptions"], r["first_start"], r["last_event"],
-                     r["submit_time"], tuple(sorted(_json(r["marks"]).items())))
+    return make_extras(attained_base=attained, work_base=run, duration=duration,
+                       admitted=bool(r["admitted"]), model=hints.get("model", ""), hints=hints,
+                       preemptions=r["preemptions"], first_start=r["first_start"],
+                       last_event=r["last_event"], submit_time=r["submit_time"],
+                       marks=tuple(sorted(_json(r["marks"]).items())))
 
 
 def _new_row(o: Observed) -> dict[str, Any]:
