@@ -107,6 +107,26 @@ def test_an_unchanged_job_is_stamped_seen_and_a_changed_one_rewritten(tmp_path) 
     assert done[2]["state"] == done[3]["state"] == "done"
 
 
+def test_a_first_fold_stamps_new_waiting_rows_with_their_insert_and_every_other_row(
+        tmp_path) -> None:
+    """New waiting rows are written stamped and skipped by the statement that stamps the
+    rest: after a restart (a new store object's first fold), rows it already had, rows it
+    writes anew and new waiting rows all read as seen now; ended rows keep their stamp."""
+    path = tmp_path / "s.db"
+    first = Store(path)
+    first.observe(100.0, [seen(1), seen(2, 90.0), seen(3)], {2: 2})
+    first.observe(150.0, [seen(1), seen(2, 90.0)], {2: 2})  # 3 ended
+    restarted = Store(path)
+    restarted.observe(200.0, [seen(1), seen(2, 90.0), seen(4), seen(5, 180.0)], {2: 2, 5: 2})
+    got = rows(restarted)
+    assert {j: got[j]["last_seen"] for j in got} == {1: 200.0, 2: 200.0, 3: 100.0, 4: 200.0,
+                                                     5: 200.0}
+    assert got[4]["state"] == "pending" and got[3]["state"] == "done"
+    restarted.observe(250.0, [seen(1), seen(2, 90.0), seen(4), seen(6)], {2: 2})
+    assert {j: r["last_seen"] for j, r in rows(restarted).items()} == {
+        1: 250.0, 2: 250.0, 3: 100.0, 4: 250.0, 5: 200.0, 6: 250.0}
+
+
 def obs(jid: int, user: str, submit: float, restarts: int,
         run_start: float | None = None) -> Observed:
     return Observed(jid, user, "blox", 2, submit, run_start is not None, run_start, False, {},
