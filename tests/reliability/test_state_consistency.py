@@ -122,6 +122,7 @@ class SeedRun:
     holds: int = 0
     overallocated: dict[int, str] = field(default_factory=dict)  # see SPREAD_BUG
     restarts: int = 0  # start decisions for jobs already released and still pending
+    in_flight: int = 0  # released, still pending jobs the round kept (shown running)
     races: list[str] = field(default_factory=list)
     ended_badly: set[int] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
@@ -225,6 +226,8 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
                and by_id[jid].queued and time.monotonic() < deadline):
             time.sleep(0.2)
             jobs, by_id = all_jobs(world)
+    shown = ctl.last_snapshot.jobs if ctl.last_snapshot else ()
+    kept = {j.id for j in shown if j.gpus} - set(d.preempt) - moved
     for jid, before in seen.items():
         now = by_id.get(jid)
         if now is None:
@@ -232,6 +235,11 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
             continue
         if before.pending and jid in started and not before.held:
             run.restarts += 1  # released in an earlier round, Slurm has not started it yet
+        if before.pending and jid in kept:  # shown running while its start is in flight
+            run.in_flight += 1
+            if now.pending and now.held:
+                run.bad(rnd, f"job {jid}, kept while its start was in flight, held ({now.reason})")
+            continue
         if before.pending and jid in started:
             if now.pending and now.held:
                 run.bad(rnd, f"job {jid} started by the round but held ({now.reason})")
@@ -250,14 +258,17 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
                 run.bad(rnd, f"preempted job {jid} not requeued held: {now.state} {now.reason}")
         elif before.active and now.restart_cnt != before.restart_cnt:
             run.bad(rnd, f"running job {jid} requeued without a preempt decision")
-    # every audit action of this round follows from one of its decisions
+    # every audit action of this round follows from one of its decisions; a nudge ("start
+    # now") may also reach a job released in an earlier round that Slurm has not started
+    waiting = {jid for jid, b in seen.items() if b.pending and not b.held}
     for a in ctl.store.db.query("SELECT verb, ids, ok, error FROM actions WHERE round_id = ?",
                                 [report.round_id]):
         ids = set(json.loads(a["ids"]))
         verb = a["verb"]
         allowed = (started if verb == "release" or verb.startswith("pin ") else
                    preempted if verb in ("requeuehold",) or verb.startswith("signal ") else
-                   set(seen) - started if verb == "hold" else set())
+                   set(seen) - started if verb == "hold" else
+                   (started | waiting) - preempted if verb == "start now" else set())
         if not ids <= allowed:
             run.bad(rnd, f"action {verb} on {sorted(ids - allowed)} without a matching decision")
         if not a["ok"]:  # only a race with Slurm may excuse it: the job stopped pending or
@@ -497,7 +508,8 @@ def test_state_stays_consistent_under_random_compositions(clean_queue: ManagedWo
     print(f"state consistency: seeds {chosen}, compositions {[r.name for r in runs]}, "
           f"jobs {n_jobs} ({n_unmanaged} unmanaged), rounds {sum(r.rounds for r in runs)}, "
           f"starts {sum(r.starts for r in runs)} (of released, still pending jobs: "
-          f"{sum(r.restarts for r in runs)}), preemptions {sum(r.preempts for r in runs)}, "
+          f"{sum(r.restarts for r in runs)}; kept in flight: {sum(r.in_flight for r in runs)}), "
+          f"preemptions {sum(r.preempts for r in runs)}, "
           f"holds {sum(r.holds for r in runs)}, races {len(races)}, "
           f"over-allocated {sum(len(r.overallocated) for r in runs)}, "
           f"violations={len(violations)} ({time.monotonic() - t0:.0f} s)")
