@@ -315,3 +315,18 @@ def test_handback_lifts_to_now_the_restarts_revoked_long_enough_ago() -> None:
     assert fake.jobs[old].job.state == "RUNNING"
     assert fake.jobs[new].job.pending and not fake.jobs[new].job.held
     assert fake.jobs[new].job.eligible_time == lifted
+
+
+def test_a_start_slurm_has_not_run_by_the_next_round_is_kept_not_placed_again(
+        tmp_path: Path) -> None:
+    fake = FakeSlurm([(2, 4)])
+    job_id = fake.submit_job(2, runtime=600.0)
+    ctl = controller(fake, tmp_path, "fifo")
+    first = ctl.round()
+    assert first.decisions is not None and [s.job_id for s in first.decisions.start] == [job_id]
+    second = ctl.round()  # Slurm has had no pass yet: still pending, released
+    assert fake.jobs[job_id].job.pending and not fake.jobs[job_id].job.held
+    assert second.decisions is not None and second.decisions.start == ()
+    assert second.running == 1 and second.plan is not None and second.plan.empty
+    fake.advance(1)
+    assert fake.jobs[job_id].job.state == "RUNNING"

@@ -78,11 +78,18 @@ class Plan:
 
 def make_plan(managed: Mapping[int, SlurmJob], d: Decisions, snapshot: ClusterSnapshot,
               drained: frozenset[str] = frozenset(),
-              revoked: Mapping[int, float] | None = None) -> Plan:
+              revoked: Mapping[int, float] | None = None,
+              in_flight: Mapping[int, tuple[str, ...]] | None = None) -> Plan:
     """The verbs that bring Slurm to what ``d`` wants. Pure. ``revoked``: a time by which
     requeued jobs' last runs had their credentials revoked (see
-    :mod:`~blox_slurm.slurm.revocations`)."""
+    :mod:`~blox_slurm.slurm.revocations`). ``in_flight``: released jobs Slurm has not run
+    yet, shown to the policy as running (see :mod:`~blox_slurm.slurm.in_flight`), and where
+    they are pinned: one the policy neither stops nor moves stays released there."""
     targets, refused = _targets(d, snapshot)
+    stopped = set(d.preempt)
+    for job_id, nodes in (in_flight or {}).items():
+        if job_id not in stopped:
+            targets.setdefault(job_id, nodes)
     resize = _resizes(managed, d, snapshot, targets, refused)
     preempt = tuple(j for j in d.preempt if j in managed and managed[j].active)
     stopping = set(preempt)

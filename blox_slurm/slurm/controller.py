@@ -43,6 +43,7 @@ from .arrays import bracket, held_back, splits
 from .client import REVOKE_MARGIN, JobUpdate, SlurmClient, SlurmError, SlurmJob, SlurmNode
 from .controller_config import ControllerConfig
 from .crashpoints import crashpoint
+from .in_flight import InFlight
 from .job_submit import clear_heartbeat, heartbeat_age, parse_admin_comment, write_heartbeat
 from .preflight import missing_partitions, plugin_disagreement
 from .revocations import Revocations
@@ -157,6 +158,7 @@ class Controller:
         # by when each requeued job's last run was revoked: a restart REVOKE_MARGIN s later
         # may start at once (StartTime=now)
         self._revoked = Revocations()
+        self._in_flight = InFlight(cfg.start_timeout)  # released jobs Slurm has not run yet
 
     # ------------------------------------------------------------------ one round
 
@@ -191,17 +193,21 @@ class Controller:
         self._fold_history(seen)
         # runnable: what the policy may start
         aside = {**held_back(seen.managed), **self.watch.update(seen.managed, seen.now)}
-        snapshot = self.snapshot({k: j for k, j in seen.managed.items() if k not in aside},
-                                 seen.nodes, seen.now)
+        shown = self._in_flight.view({k: j for k, j in seen.managed.items() if k not in aside},
+                                     seen.now)
+        snapshot = self.snapshot(shown, seen.nodes, seen.now)
         crashpoint("observed")
         d = decide(snapshot, self.comp, explain=True)
         self._revoked.observe(seen.managed, seen.now)
         plan = make_plan(seen.managed, d, snapshot,
                          frozenset(n.name for n in seen.nodes if n.draining),
-                         self._revoked.times())
+                         self._revoked.times(), self._in_flight.nodes())
         self._record_decisions(rid, d, plan, snapshot, aside)
         crashpoint("decided")
         applier = self._apply(rid, plan, seen.managed)
+        if not self.cfg.dry_run:
+            self._in_flight.released(d, _started(plan, applier), seen.managed, snapshot,
+                                     self.clock())
         return self._finished(rid, started, calls0, snapshot, d, plan, applier)
 
     def _observe(self, rid: int) -> _Seen:
@@ -308,11 +314,8 @@ class Controller:
         if plan.preempt:
             self.store.note_preempted(plan.preempt, now)
         self._revoked.stopped((managed[j] for j in applier.stopped if j in managed), now)
-        repinned = (j for ids in plan.repin.values() for j in ids)
-        refused = applier.refused_starts
-        self.watch.released((j for j in (*plan.released, *repinned, *applier.restarted)
-                             if j not in refused), now)
-        self.watch.refused(refused, now)
+        self.watch.released(_started(plan, applier), now)
+        self.watch.refused(applier.refused_starts, now)
 
     def misconfigured(self, nodes: list[SlurmNode]) -> str | None:
         """Why this controller must not heartbeat (see :mod:`blox_slurm.slurm.preflight`). A dry
@@ -571,6 +574,14 @@ def _free_index(snap: ClusterSnapshot, nodes: list[SlurmNode]) -> dict[str, tupl
     return {n.name: tuple(g for g in n.gpu_ids
                           if g not in busy and snap.gpus[g].index not in used_idx.get(n.name, ()))
             for n in snap.nodes if n.schedulable}
+
+
+def _started(plan: Plan, applier: Applier) -> list[int]:
+    """The jobs a round pinned and released (or re-pinned, or restarted after a move) and
+    Slurm did not refuse."""
+    repinned = (j for ids in plan.repin.values() for j in ids)
+    return [j for j in (*plan.released, *repinned, *applier.restarted)
+            if j not in applier.refused_starts]
 
 
 def held_by_us(job: SlurmJob) -> bool:
