@@ -16,8 +16,10 @@ from test_controller_fake import ROUND, controller, run_to_the_end
 from typer.testing import CliRunner
 
 from blox_slurm.cli import app
+from blox_slurm.core.model import Decisions, Move, Stop
 from blox_slurm.slurm.calibrate import Timings, calibrate
 from blox_slurm.slurm.controller import Controller
+from blox_slurm.slurm.store import Store
 from blox_slurm.testing.fake_slurm import FakeSlurm
 
 
@@ -199,3 +201,18 @@ def test_simulate_takes_a_calibration_file(tmp_path: Path) -> None:
         calibrated.output
     missing = runner.invoke(app, [*base, "--calibration", str(tmp_path / "none.toml")])
     assert missing.exit_code == 2 and "none.toml" in missing.output
+
+
+def test_a_stop_or_move_of_a_start_in_flight_is_no_stop_to_calibrate(tmp_path: Path) -> None:
+    """A job released and not yet run by Slurm, stopped for job 2 and moved: the audit keeps
+    both decisions, marked never_ran, and the starts after a stop leave them out (nothing
+    was stopped); a stop of a job that ran counts."""
+    store = Store(tmp_path / "state.db")
+    rid = store.begin_round(10.0, False, "fifo")
+    d = Decisions(stop=(Stop(1, for_job=2), Stop(3, for_job=4)), move=(Move(5, (0,)),))
+    store.record_decisions(rid, d, (), {5: ["node1"]}, in_flight={1: ("node1",), 5: ("node1",)})
+    details = {r["job_id"]: json.loads(r["detail"]) for r in store.db.query(
+        "SELECT job_id, detail FROM decisions WHERE kind IN ('preempt', 'move')")}
+    assert details[1] == {"for": 2, "never_ran": True} and details[3] == {"for": 4}
+    assert details[5]["never_ran"] is True
+    assert store.timings().after_stop == frozenset({(4, 10.0)})

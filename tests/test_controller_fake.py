@@ -330,3 +330,52 @@ def test_a_start_slurm_has_not_run_by_the_next_round_is_kept_not_placed_again(
     assert second.running == 1 and second.plan is not None and second.plan.empty
     fake.advance(1)
     assert fake.jobs[job_id].job.state == "RUNNING"
+
+
+def test_an_in_flight_start_is_never_shown_on_gpus_another_job_holds(tmp_path: Path) -> None:
+    """A requeued job A waits out its now+2 while B, released in the same round, starts on
+    the lowest free GPUs, the ones the policy gave A: A must not be shown there (0, 1 twice,
+    2, 3 free), or a third job is started on GPUs the node does not have."""
+    fake = FakeSlurm([(1, 4)])
+    ctl = controller(fake, tmp_path, "fifo")
+    a = fake.submit_job(2, runtime=1000.0)
+    ctl.round()
+    fake.advance(1)
+    fake.requeue_hold([a])
+    fake.advance(5)
+    b = fake.submit_job(2, runtime=1000.0)
+    ctl.round()
+    fake.advance(1)
+    assert fake.jobs[a].job.pending and fake.jobs[b].job.state == "RUNNING"
+    c = fake.submit_job(2, runtime=1000.0)
+    second = ctl.round()
+    assert second.decisions is not None
+    assert c not in [s.job_id for s in second.decisions.start]
+    fake.check()
+
+
+def test_an_in_flight_start_books_the_cpus_it_will_take(tmp_path: Path) -> None:
+    """4 GPUs, 8 CPUs: A (2 GPUs, 6 CPUs) released, Slurm has had no pass; B (2 GPUs, 4
+    CPUs) would find Slurm's 8 free CPUs, but only 2 are left once A runs."""
+    fake = FakeSlurm([(1, 4)])
+    ctl = controller(fake, tmp_path, "fifo")
+    fake.submit_job(2, runtime=1000.0, cpus=6, gpus_per_node=True)
+    ctl.round()
+    b = fake.submit_job(2, runtime=1000.0, cpus=4, gpus_per_node=True)
+    second = ctl.round()
+    assert second.decisions is not None
+    assert b not in [s.job_id for s in second.decisions.start]
+
+
+def test_a_start_pinned_to_a_node_drained_before_slurm_ran_it_is_placed_again(
+        tmp_path: Path) -> None:
+    fake = FakeSlurm([(2, 4)])
+    ctl = controller(fake, tmp_path, "fifo")
+    a = fake.submit_job(4, runtime=1000.0, gpus_per_node=True)
+    ctl.round()
+    pinned = fake.jobs[a].job.req_nodes
+    fake.nodes[pinned[0]].drained = True  # no scheduling pass yet: Slurm gives no reason
+    second = ctl.round()
+    assert second.plan is not None and second.plan.repin
+    assert pinned not in second.plan.repin
+

@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
@@ -32,6 +32,7 @@ from typing import TypeVar
 
 from ..core.abstractions import FreeGpus
 from ..core.composition import Composition
+from ..core.fit import shares
 from ..core.model import ClusterSnapshot, Decisions, GpuSample
 from ..core.records import maker
 from ..core.round import decide
@@ -194,7 +195,7 @@ class Controller:
         # runnable: what the policy may start
         aside = {**held_back(seen.managed), **self.watch.update(seen.managed, seen.now)}
         shown = self._in_flight.view({k: j for k, j in seen.managed.items() if k not in aside},
-                                     seen.now)
+                                     seen.nodes, seen.now)
         snapshot = self.snapshot(shown, seen.nodes, seen.now)
         crashpoint("observed")
         d = decide(snapshot, self.comp, explain=True)
@@ -261,7 +262,7 @@ class Controller:
                           aside: Mapping[int, str]) -> None:
         gpu_nodes = {s.job_id: sorted({snapshot.gpus[g].node for g in s.gpus})
                      for s in d.placed}
-        self.store.record_decisions(rid, d, plan.hold, gpu_nodes)
+        self.store.record_decisions(rid, d, plan.hold, gpu_nodes, self._in_flight.nodes())
         self.store.update_policy_state(d.admit, d.marks,
                                        {j: r for r, j in enumerate(d.order)},
                                        {**d.reasons, **aside}, d.state)
@@ -330,13 +331,11 @@ class Controller:
                               extras=self.store.extras(now),
                               usage=self.store.usage(now, self.cfg.usage_half_life),
                               cache=self._core_jobs)
+        cpus_free, memory_free = _room_left(snap, nodes, self._in_flight.nodes())
         return replace(snap, free=FreeGpus(_free_index(snap, nodes), snap.gpus),
                        state=self.store.composition_state(),
                        telemetry=self._samples(snap, now), throughput=self.throughput,
-                       cpus_free={n.name: max(0, n.cpus - n.cpus_alloc) for n in nodes
-                                  if n.cpus > 0},
-                       memory_free={n.name: max(0, n.memory_mb - n.memory_alloc)
-                                    for n in nodes if n.memory_mb > 0})
+                       cpus_free=cpus_free, memory_free=memory_free)
 
     def _samples(self, snap: ClusterSnapshot, now: float) -> tuple[GpuSample, ...]:
         """The telemetry window, with agents' (node, local index) turned into GPU ids; newly
@@ -574,6 +573,23 @@ def _free_index(snap: ClusterSnapshot, nodes: list[SlurmNode]) -> dict[str, tupl
     return {n.name: tuple(g for g in n.gpu_ids
                           if g not in busy and snap.gpus[g].index not in used_idx.get(n.name, ()))
             for n in snap.nodes if n.schedulable}
+
+
+def _room_left(snap: ClusterSnapshot, nodes: list[SlurmNode], in_flight: Collection[int]
+               ) -> tuple[dict[str, int], dict[str, int]]:
+    """Free CPUs and memory per node as Slurm counts them, less what the starts in flight
+    will take: Slurm has given a pending job nothing yet, but the policy sees it holding its
+    GPUs, and a job placed beside it on CPUs it is about to take would be refused."""
+    cpus = {n.name: n.cpus - n.cpus_alloc for n in nodes if n.cpus > 0}
+    memory = {n.name: n.memory_mb - n.memory_alloc for n in nodes if n.memory_mb > 0}
+    if in_flight:
+        for job in (j for j in snap.jobs if j.id in in_flight):
+            for node, (c, m) in shares(snap, job, job.gpus).items():
+                if node in cpus:
+                    cpus[node] -= c
+                if node in memory:
+                    memory[node] -= m
+    return ({k: max(0, v) for k, v in cpus.items()}, {k: max(0, v) for k, v in memory.items()})
 
 
 def _started(plan: Plan, applier: Applier) -> list[int]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -199,7 +199,11 @@ class Store:
                                    "error": error[:2000], "dry_run": int(dry_run)})
 
     def record_decisions(self, round_id: int, d: Decisions, holds: Iterable[int],
-                         gpu_nodes: Mapping[int, Sequence[str]]) -> None:
+                         gpu_nodes: Mapping[int, Sequence[str]],
+                         in_flight: Collection[int] = ()) -> None:
+        """The round's decisions, one row each. A stop or move of a start ``in_flight`` (shown
+        running, not yet run by Slurm) is marked ``never_ran``: it stopped nothing, and
+        :meth:`timings` must not count the start it made room for as one after a stop."""
         rows: list[tuple[int, int, str, str, str]] = []  # in DECISION_COLUMNS' order
         reasons = d.reasons
 
@@ -210,11 +214,13 @@ class Store:
 
         for s in d.start:
             add(s.job_id, "start", {"gpus": list(s.gpus), "nodes": list(gpu_nodes[s.job_id])})
+        never = {"never_ran": True}
         for m in d.move:
             add(m.job_id, "move", {"gpus": list(m.gpus), "nodes": list(gpu_nodes[m.job_id]),
-                                   "for": m.for_job})
+                                   "for": m.for_job, **(never if m.job_id in in_flight else {})})
         for st in d.stop:
-            add(st.job_id, "preempt", {"for": st.for_job})
+            add(st.job_id, "preempt", {"for": st.for_job,
+                                       **(never if st.job_id in in_flight else {})})
         # A first round admits every waiting job, 20,000 rows: built as tuples, no call each
         rows.extend((round_id, j, "admit", "", reasons.get(j, "")) for j in d.admit)
         for j in holds:
@@ -435,11 +441,12 @@ class Store:
         for r in self.db.query("SELECT job_id, start FROM runs UNION ALL SELECT job_id, "
                                "run_start FROM jobs WHERE run_start IS NOT NULL"):
             runs.setdefault(r["job_id"], []).append(r["start"])
-        stopped_for = [(r["kind"] == "move", r["job_id"] if r["kind"] == "move"
-                        else json.loads(r["detail"] or "{}").get("for"), r["started"])
-                       for r in self.db.query(
+        stopped = [(r, json.loads(r["detail"] or "{}")) for r in self.db.query(
             "SELECT d.job_id, d.kind, d.detail, r.started FROM decisions d JOIN rounds r "
             "ON r.id = d.round_id WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 0")]
+        stopped_for = [(r["kind"] == "move", r["job_id"] if r["kind"] == "move"
+                        else detail.get("for"), r["started"])
+                       for r, detail in stopped if not detail.get("never_ran")]
         after_stop = frozenset((j, at) for _, j, at in stopped_for if j is not None)
         handovers = frozenset((j, at) for move, j, at in stopped_for
                               if j is not None and not move)

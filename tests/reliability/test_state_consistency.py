@@ -259,8 +259,8 @@ def check_round(run: SeedRun, rnd: int, world: ManagedWorld, ctl: Recording, rep
         elif before.active and now.restart_cnt != before.restart_cnt:
             run.bad(rnd, f"running job {jid} requeued without a preempt decision")
     # every audit action of this round follows from one of its decisions; a nudge ("start
-    # now") may also reach a job released in an earlier round that Slurm has not started
-    waiting = {jid for jid, b in seen.items() if b.pending and not b.held}
+    # now") may also reach a job released in an earlier round, kept while Slurm starts it
+    waiting = {jid for jid, b in seen.items() if b.pending and not b.held} & kept
     for a in ctl.store.db.query("SELECT verb, ids, ok, error FROM actions WHERE round_id = ?",
                                 [report.round_id]):
         ids = set(json.loads(a["ids"]))
