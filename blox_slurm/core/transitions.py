@@ -46,6 +46,15 @@ def _evolve(job: Job, **changes: Any) -> Job:
     return evolve(job, *changes.values())
 
 
+# The rebuilds of every start and every stop (355,000 each in a Gavel run on its largest
+# trace), compiled once: building ``_evolve``'s keywords and looking its function up was a
+# third of their cost. Positional, in these fields' order.
+_started = _compile(("state", "admitted", "gpus", "run_since", "work_since", "rate",
+                     "last_event", "first_start"))
+_preempted = _compile(("state", "gpus", "attained_base", "work_base", "run_since",
+                       "work_since", "rate", "preemptions", "last_event"))
+
+
 def admit(job: Job) -> Job:
     return _evolve(job, admitted=True)
 
@@ -58,10 +67,9 @@ def start(job: Job, gpus: tuple[GpuId, ...], t: float, rate: float = 1.0,
     seconds later (the job's own start-up), plus ``restart_cost`` if it was preempted before
     (restoring a checkpoint)."""
     begun = t + latency
-    return _evolve(
-        job, state=JobState.RUNNING, admitted=True, gpus=gpus, run_since=begun,
-        work_since=begun + launch + (restart_cost if job.preemptions else 0.0), rate=rate,
-        last_event=t, first_start=begun if job.first_start is None else job.first_start)
+    return _started(job, JobState.RUNNING, True, gpus, begun,
+                    begun + launch + (restart_cost if job.preemptions else 0.0), rate, t,
+                    begun if job.first_start is None else job.first_start)
 
 
 def unstart(job: Job) -> Job:
@@ -79,10 +87,9 @@ def preempt(job: Job, t: float, stopping: float = 0.0, work: float | None = None
     COMPLETING, checkpointing, and Slurm shows it in its run until it is pending again).
     ``work``: the work done by ``t`` when the world knows it better than the run's average
     rate does (a run on a progress curve)."""
-    return _evolve(
-        job, state=JobState.PENDING, gpus=(), attained_base=job.attained_service(t + stopping),
-        work_base=job.work_done(t) if work is None else work, run_since=None, work_since=None,
-        rate=1.0, preemptions=job.preemptions + 1, last_event=t)
+    return _preempted(job, JobState.PENDING, (), job.attained_service(t + stopping),
+                      job.work_done(t) if work is None else work, None, None, 1.0,
+                      job.preemptions + 1, t)
 
 
 def mark(job: Job, updates: Iterable[tuple[str, float]]) -> Job:
