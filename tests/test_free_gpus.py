@@ -4,7 +4,7 @@ same count."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blox_slurm.core.abstractions import FreeGpus
@@ -13,6 +13,7 @@ from blox_slurm.core.model import build_cluster
 NODES, GPUS = build_cluster([("gpu", 3, 4), ("gpu", 1, 2)])
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, len(GPUS) - 1),
                                                   min_size=1, max_size=3, unique=True))))
 def test_takes_and_gives_keep_the_pool_equal_to_the_free_set(steps) -> None:

@@ -275,6 +275,7 @@ hint_pairs = st.lists(
 )
 
 
+@settings(deadline=None)
 @given(hint_pairs)
 def test_round_trip_through_the_mark(pairs: list[tuple[str, str]]) -> None:
     comment = "blox:" + ",".join(f"{k}={v}" for k, v in pairs)

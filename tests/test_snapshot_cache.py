@@ -129,6 +129,7 @@ def test_a_job_placed_at_now_is_never_kept() -> None:
         assert kept == fresh and kept[0].submit_time == now  # type: ignore[index]
 
 
+@settings(deadline=None)
 @given(st.integers(1, 16), st.sampled_from(["", "v100", "a100"]), st.integers(0, 4))
 def test_a_job_without_hints_of_its_own_gets_its_requests_hints(gpus: int, kind: str,
                                                                  per_node: int) -> None:

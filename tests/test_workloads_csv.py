@@ -117,7 +117,8 @@ job_specs = st.builds(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(job_specs, max_size=30, unique_by=lambda j: j.id))
 def test_written_rows_load_back_identically(tmp_path: Path, jobs: list[JobSpec]) -> None:
     p = tmp_path / "roundtrip.csv"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from _recorded import Recorded
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blox_slurm.slurm.arrays import Split, bracket, held_back, splits, task_ids
@@ -89,6 +89,7 @@ def test_task_lists() -> None:
     assert bracket([5, 0, 1, 2, 3, 9, 10]) == "[0-3,5,9-10]"
 
 
+@settings(deadline=None)
 @given(st.sets(st.integers(0, 5000), min_size=1, max_size=200))
 def test_bracket_names_exactly_the_tasks_given(tasks: set[int]) -> None:
     assert task_ids(bracket(sorted(tasks))[1:-1]) == sorted(tasks)

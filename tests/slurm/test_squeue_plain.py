@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from _recorded import backend, position, tokens
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blox_slurm.slurm.client import SlurmError, SlurmJob
@@ -75,6 +75,7 @@ FREE_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charac
                     max_size=40)
 
 
+@settings(deadline=None)
 @given(name=FREE_TEXT, comment=FREE_TEXT, work_dir=FREE_TEXT)
 def test_anything_a_user_can_type_stays_in_its_field(name: str, comment: str,
                                                      work_dir: str) -> None:
