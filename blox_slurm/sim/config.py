@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,12 @@ class SimConfig(BaseModel):
     sets off a scheduling pass at once, so such a start is often quicker than a plain
     release, which waits for the batch scheduler's next pass. ``calibrate`` measures it from
     the same starts; ``None`` (the default) keeps the sum.
+    ``start_latency_samples`` and ``restart_latency_samples``: Slurm's latencies as
+    ``calibrate`` measured them (a first start's, and a restart's whole latency from its
+    round); when given, each start draws its own from them in place of ``start_latency``
+    (and of ``start_latency + restart_latency`` for a restart), seeded by ``latency_seed``,
+    since Slurm's vary by whole seconds from one start to the next (see
+    :mod:`blox_slurm.sim.latency`). The medians above still serve where no samples are given.
     ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
     which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
@@ -69,6 +75,9 @@ class SimConfig(BaseModel):
     launch_cost: float = Field(default=0.0, ge=0)
     stop_latency: float = Field(default=0.0, ge=0)
     handover_latency: float | None = Field(default=None, ge=0)
+    start_latency_samples: tuple[Annotated[float, Field(ge=0)], ...] = ()
+    restart_latency_samples: tuple[Annotated[float, Field(ge=0)], ...] = ()
+    latency_seed: int = 0
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)

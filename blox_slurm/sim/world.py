@@ -29,6 +29,7 @@ from ..core.model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, N
 from ..core.service_index import ServiceIndex
 from ..core.throughput import CurveModel, ProgressCurve, ThroughputModel
 from .config import SimConfig
+from .latency import SlurmLatency
 
 #: Stale heap entries tolerated beyond the current ones before the heap is rebuilt: a
 #: rebuild costs a pass over the running jobs, so a small run never pays for it.
@@ -78,6 +79,7 @@ class World:
         # The jobs this round's stops were for: their starts are handovers
         # (SimConfig.handover_latency). Kept only when that latency is set.
         self._handed: frozenset[int] = frozenset()
+        self._latency = SlurmLatency(cfg)
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -214,9 +216,9 @@ class World:
         cfg = self.cfg
         latency = self._stopping(job.id, st.gpus, t)
         handover = cfg.handover_latency if job.id in self._handed else None
-        latency = latency + cfg.start_latency if handover is None else max(latency, handover)
-        if job.preemptions:  # Slurm's own delay of a restart, before its run (see SimConfig)
-            latency += cfg.restart_latency
+        # A restart's own delay on Slurm comes before its run (see SimConfig)
+        start, restart = self._latency.of(bool(job.preemptions))
+        latency = (latency + start if handover is None else max(latency, handover)) + restart
         self.active[job.id] = job = transitions.start(
             job, st.gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
         self._ran(None, job, t)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 # A run Slurm started in the second of the release shows a StartTime up to 1 s before it.
 _STARTTIME_RESOLUTION = 1.0
+# At most this many latency samples go to the simulator (see Calibration.samples).
+SAMPLES = 101
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,28 @@ class Calibration:
             out["handover_latency"] = round(statistics.median(handovers), 3)
         return out
 
+    def samples(self) -> dict[str, tuple[float, ...]]:
+        """The first starts' and the plain restarts' latencies themselves, for a simulator
+        that draws each start's (``start_latency_samples``, ``restart_latency_samples``):
+        Slurm's vary by whole seconds from one start to the next, which a median hides (see
+        :mod:`blox_slurm.sim.latency`). A long store's are cut to ``SAMPLES`` evenly spaced
+        quantiles, so the file stays small and the draws keep their spread."""
+        out: dict[str, tuple[float, ...]] = {}
+        if self.first_starts:
+            out["start_latency_samples"] = _spread(self.first_starts)
+        if self.restarts:
+            out["restart_latency_samples"] = _spread(self.restarts)
+        return out
+
     def to_toml(self) -> str:
         lines = ["# written by `blox-slurm calibrate` from a controller's store: give it to",
                  "# `blox-slurm simulate --calibration FILE`. Slurm's part only: add your",
-                 "# jobs' start-up as launch_cost and their checkpoint restore as restart_cost",
+                 "# jobs' start-up as launch_cost and their checkpoint restore as restart_cost.",
+                 "# Each start draws its latency from the samples (latency_seed picks the",
+                 "# draws); without them the simulator charges the medians",
                  "[simulation]"]
         lines += [f"{k} = {v!r}" for k, v in self.simulation().items()]
+        lines += [f"{k} = [{', '.join(map(repr, v))}]" for k, v in self.samples().items()]
         return "\n".join(lines) + "\n"
 
 
@@ -152,6 +170,16 @@ def _release_of(releases: Sequence[float], begun: float, previous: float | None
     if k == 0 or (previous is not None and releases[k - 1] <= previous):
         return None
     return releases[k - 1]
+
+
+def _spread(values: Sequence[float]) -> tuple[float, ...]:
+    """``values`` sorted and rounded to the millisecond, or ``SAMPLES`` evenly spaced
+    order statistics of them when there are more."""
+    ordered = sorted(round(v, 3) for v in values)
+    n = len(ordered)
+    if n <= SAMPLES:
+        return tuple(ordered)
+    return tuple(ordered[round(i * (n - 1) / (SAMPLES - 1))] for i in range(SAMPLES))
 
 
 def _median(values: Sequence[float]) -> float | None:

@@ -248,7 +248,8 @@ def calibrate(
             else:
                 t.add_row(name, str(len(values)), _seconds(_quantile(values, 50)),
                           _seconds(_quantile(values, 90)))
-        data = {"simulation": sim, "rounds": cal.rounds, "round_seconds": cal.round_seconds,
+        data = {"simulation": sim, "samples": cal.samples(), "rounds": cal.rounds,
+                "round_seconds": cal.round_seconds,
                 "first_starts": cal.first_starts, "restarts": cal.restarts,
                 "after_stops": cal.after_stops, "handovers": cal.handovers,
                 "restarts_after_stops": cal.restarts_after_stops,
