@@ -50,17 +50,38 @@ from .parse import (
 #: The fields read, in order, as ``(our name, squeue -O name)``. The free-text ones come
 #: last only for readability of a raw record; the tokens make any order safe.
 FIELDS: tuple[tuple[str, str], ...] = (
-    ("job_id", "jobid"), ("array_job_id", "arrayjobid"), ("array_task", "arraytaskid"),
-    ("state", "state"), ("priority", "prioritylong"), ("tres_per_job", "tres-per-job"),
-    ("tres_per_node", "tres-per-node"), ("tres_per_task", "tres-per-task"),
-    ("num_nodes", "numnodes"), ("tasks", "numtasks"), ("nodes", "nodelist"),
-    ("cpus", "numcpus"), ("mem_per_tres", "mem-per-tres"), ("min_memory", "minmemory"),
-    ("tres", "tres-alloc"), ("submit_time", "submittime"), ("start_time", "starttime"),
-    ("end_time", "endtime"), ("eligible_time", "eligibletime"), ("restarts", "restartcnt"),
-    ("requeue", "requeue"), ("req_nodes", "reqnodes"), ("exc_nodes", "excnodes"),
-    ("exit_code", "exit_code"), ("dependency", "dependency"), ("user", "username"),
-    ("partition", "partition"), ("account", "account"), ("reason", "reason"),
-    ("name", "name"), ("comment", "comment"), ("admin_comment", "admin_comment"),
+    ("job_id", "jobid"),
+    ("array_job_id", "arrayjobid"),
+    ("array_task", "arraytaskid"),
+    ("state", "state"),
+    ("priority", "prioritylong"),
+    ("tres_per_job", "tres-per-job"),
+    ("tres_per_node", "tres-per-node"),
+    ("tres_per_task", "tres-per-task"),
+    ("num_nodes", "numnodes"),
+    ("tasks", "numtasks"),
+    ("nodes", "nodelist"),
+    ("cpus", "numcpus"),
+    ("mem_per_tres", "mem-per-tres"),
+    ("min_memory", "minmemory"),
+    ("tres", "tres-alloc"),
+    ("submit_time", "submittime"),
+    ("start_time", "starttime"),
+    ("end_time", "endtime"),
+    ("eligible_time", "eligibletime"),
+    ("restarts", "restartcnt"),
+    ("requeue", "requeue"),
+    ("req_nodes", "reqnodes"),
+    ("exc_nodes", "excnodes"),
+    ("exit_code", "exit_code"),
+    ("dependency", "dependency"),
+    ("user", "username"),
+    ("partition", "partition"),
+    ("account", "account"),
+    ("reason", "reason"),
+    ("name", "name"),
+    ("comment", "comment"),
+    ("admin_comment", "admin_comment"),
     ("work_dir", "workdir"),
 )
 _NAMES = tuple(name for name, _ in FIELDS)
@@ -118,8 +139,10 @@ class PlainFormat:
         values = record.split(self.field_end)
         if len(values) != len(self.fields):
             raise MalformedField(
-                "(record)", f"{len(values)} fields instead of {len(self.fields)}",
-                f"squeue record {record[:40]!r}")
+                "(record)",
+                f"{len(values)} fields instead of {len(self.fields)}",
+                f"squeue record {record[:40]!r}",
+            )
         return dict(zip(self.fields, values, strict=True))
 
 
@@ -204,27 +227,51 @@ def job_from_plain(f: Mapping[str, str], exc_nodes: str | None = None) -> Parsed
 def _fields(f: Mapping[str, str], job_id: int, exc: str) -> ParsedJob:
     node_count = _int(f, "num_nodes", 1)
     num_gpus, gpu_type, gpu_nodes = requested(
-        _opt(f, "tres_per_job"), _opt(f, "tres_per_node"), _opt(f, "tres_per_task"),
-        node_count, _int(f, "tasks", 1))
+        _opt(f, "tres_per_job"),
+        _opt(f, "tres_per_node"),
+        _opt(f, "tres_per_task"),
+        node_count,
+        _int(f, "tasks", 1),
+    )
     cpus = _int(f, "cpus")
     task = _opt(f, "array_task")
     throttle = task.partition("%")[2]
     return make_parsed_job(
-        job_id=job_id, name=_text(f, "name"), user=_text(f, "user"),
-        account=_text(f, "account"), partition=_text(f, "partition"), state=f["state"],
-        reason=_text(f, "reason", "None"), priority=_int(f, "priority"), num_gpus=num_gpus,
-        gpu_type=gpu_type, num_nodes=node_count, nodes=nodes_of(_opt(f, "nodes")),
+        job_id=job_id,
+        name=_text(f, "name"),
+        user=_text(f, "user"),
+        account=_text(f, "account"),
+        partition=_text(f, "partition"),
+        state=f["state"],
+        reason=_text(f, "reason", "None"),
+        priority=_int(f, "priority"),
+        num_gpus=num_gpus,
+        gpu_type=gpu_type,
+        num_nodes=node_count,
+        nodes=nodes_of(_opt(f, "nodes")),
         gpu_alloc=_NO_GPUS,
-        cpus=cpus, memory_mb=_memory(f, num_gpus, node_count, cpus),
-        submit_time=_time(f, "submit_time"), start_time=_time(f, "start_time"),
-        end_time=_time(f, "end_time"), eligible_time=_time(f, "eligible_time"),
-        comment=_text(f, "comment"), admin_comment=_text(f, "admin_comment"),
-        restart_cnt=_int(f, "restarts"), requeue=f["requeue"] != "0",
-        req_nodes=nodes_of(_opt(f, "req_nodes")), exc_nodes=nodes_of(exc),
-        work_dir=_text(f, "work_dir"), exit_code=_exit_code(f),
-        dependency=_opt(f, "dependency"), gpu_nodes=gpu_nodes,
+        cpus=cpus,
+        memory_mb=_memory(f, num_gpus, node_count, cpus),
+        submit_time=_time(f, "submit_time"),
+        start_time=_time(f, "start_time"),
+        end_time=_time(f, "end_time"),
+        eligible_time=_time(f, "eligible_time"),
+        comment=_text(f, "comment"),
+        admin_comment=_text(f, "admin_comment"),
+        restart_cnt=_int(f, "restarts"),
+        requeue=f["requeue"] != "0",
+        req_nodes=nodes_of(_opt(f, "req_nodes")),
+        exc_nodes=nodes_of(exc),
+        work_dir=_text(f, "work_dir"),
+        exit_code=_exit_code(f),
+        dependency=_opt(f, "dependency"),
+        gpu_nodes=gpu_nodes,
         # not an array task: squeue prints the job's own id as its array's. A task's id
         # comes as the one task it holds, which array_fields reads as JSON's task id.
-        **array_fields(_int(f, "array_job_id") if task else 0, None, task,
-                       int(throttle) if throttle.isdigit() else 0),
+        **array_fields(
+            _int(f, "array_job_id") if task else 0,
+            None,
+            task,
+            int(throttle) if throttle.isdigit() else 0,
+        ),
     )
