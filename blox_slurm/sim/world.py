@@ -212,7 +212,7 @@ class World:
         self.busy += len(st.gpus)
         del self.queued[job.id]
         cfg = self.cfg
-        latency = self._stopping(job.id, st.gpus, t)
+        latency = self._stopping(job.id, st.gpus, t) if cfg.stop_latency else 0.0
         handover = cfg.handover_latency if job.id in self._handed else None
         latency = latency + cfg.start_latency if handover is None else max(latency, handover)
         if job.preemptions:  # Slurm's own delay of a restart, before its run (see SimConfig)
@@ -224,9 +224,8 @@ class World:
 
     def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:
         """Seconds until the GPUs of jobs stopped before ``t``, and job ``jid`` if it was
-        stopped, are free: on Slurm a requeued job holds its GPUs while it completes."""
-        if not self.cfg.stop_latency:
-            return 0.0
+        stopped, are free: on Slurm a requeued job holds its GPUs while it completes. Asked
+        only with a ``stop_latency``: a start is not charged a call for nothing."""
         ready = max(self._job_ready.pop(jid, t), *(self._gpu_ready[g] for g in gpus))
         return max(0.0, ready - t)
 
@@ -238,10 +237,13 @@ class World:
             left = (job.duration or 0.0) - job.work_base
             seconds = curve.seconds_to_finish(job.work_base)
             return left / seconds if seconds > 0 and left > 0 else math.inf
-        n = len(gpus)
-        types = {self._gpu_type[g] for g in gpus}
-        spans = len({self._gpu_node[g] for g in gpus})
-        rate = min(self.model.rate(job, n, spans, ty) for ty in types)
+        n, gpu_type = len(gpus), self._gpu_type
+        if n == 1:  # most starts of a large run: no sets to build
+            rate = self.model.rate(job, 1, 1, gpu_type[gpus[0]])
+        else:
+            types = {gpu_type[g] for g in gpus}
+            spans = len({self._gpu_node[g] for g in gpus})
+            rate = min(self.model.rate(job, n, spans, ty) for ty in types)
         if rate <= 0:
             raise SimulationError(f"t={t}: job {job.id} would make no progress on {n} GPU(s) "
                                   f"of type {sorted(types)}")
