@@ -121,7 +121,7 @@ class _Round:
     jobs: list[Job]
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
     spent: np.ndarray  # jobs x types: initial_time + seconds run there since the reset
-    gpu_type: list[str]  # per GPU id
+    gpu_type: list[str]  # per GPU id, case-folded
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,7 +133,7 @@ class _NodeFacts:
     gpus: tuple[Gpu, ...]
     largest: dict[str, int]  # per type of the UP nodes, the GPUs of its largest node
     types: list[str]  # the UP nodes' types, in ``type_order``
-    gpu_type: list[str]  # per GPU id
+    gpu_type: list[str]  # per GPU id, case-folded (as placement compares types)
     type_of_gpu: list[int]  # per GPU id: index into ``types``, -1 where no node is up
 
     @classmethod
@@ -142,8 +142,8 @@ class _NodeFacts:
         types = _ordered_types(list(largest), type_order)
         gpu_type = [g.type for g in snapshot.gpus]
         index = {t: i for i, t in enumerate(types)}
-        return cls(snapshot.nodes, snapshot.gpus, largest, types, gpu_type,
-                   [index.get(t, -1) for t in gpu_type])
+        return cls(snapshot.nodes, snapshot.gpus, largest, types,
+                   [t.casefold() for t in gpu_type], [index.get(t, -1) for t in gpu_type])
 
 
 def _whole(seconds: float, per_second: float) -> float:
@@ -477,7 +477,7 @@ class GavelRounds(SchedulingBase):
         """Gavel's round: type after type, jobs by decreasing (priority, deficit,
         allocation), ties by arrival, take the type's GPUs while they fit. Returns job index
         -> type index, in order of assignment, for the jobs of the allocation."""
-        n, n_types = r.rates.shape
+        n_types = r.rates.shape[1]
         share, deficit = e.rows(r.jobs)
         since = r.spent
         runs = r.rates > 0
@@ -488,9 +488,11 @@ class GavelRounds(SchedulingBase):
         # FIFO: a job with no allocation on a type does not fill it
         may = runs & (prio > 0) if self.p.allocation == "fifo" else runs
         chosen: dict[int, int] = {}
-        arrival = np.arange(n)
+        # Every type's order in one stable sort (ties stay in arrival order): row t ranks
+        # the jobs for type t.
+        ranked_by_type = np.lexsort(np.stack((-share.T, -deficit.T, -prio.T)))
         for t in type_order:
-            ranked = np.lexsort((arrival, -share[:, t], -deficit[:, t], -prio[:, t]))
+            ranked = ranked_by_type[t]
             left = float(r.capacity[t])
             for i in ranked[may[ranked, t]].tolist():  # plain ints: numpy scalars are slow
                 if left <= 0:
@@ -520,12 +522,13 @@ class GavelRounds(SchedulingBase):
         starting or changing type in Gavel's order of assignment, then running jobs Gavel
         did not pick (the ones that make room) and jobs that fit no single type."""
         jobs, gpu_type = r.jobs, r.gpu_type
+        folded = [t.casefold() for t in r.types]
         stay: list[Job] = []
         come: list[Job] = []
         rest: list[Job] = []
         for i, t in chosen.items():
-            j, want = jobs[i], r.types[t].casefold()
-            kept = j.gpus and all(gpu_type[g].casefold() == want for g in j.gpus)
+            j, want = jobs[i], folded[t]
+            kept = j.gpus and all(gpu_type[g] == want for g in j.gpus)
             (stay if kept else come).append(j)
         too_big = r.capacity.max(initial=0.0)
         for i, j in enumerate(jobs):
