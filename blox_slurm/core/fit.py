@@ -99,7 +99,9 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     else:
         keep, in_order = _of_types(snapshot.nodes, want)
     if not needs and keep is not None:  # the type alone narrows: every placement of Gavel's
-        # The type's nodes in node order (a pool's order), looked up, not every node tested.
+        if isinstance(free, FreeGpus):  # the engine's pool: its view, kept in step with it
+            view = free.only(in_order)
+            return free if len(view.by_node) == len(free.by_node) else view
         pool = free.by_node
         by_node = {name: pool[name] for name in in_order if name in pool}
     else:
