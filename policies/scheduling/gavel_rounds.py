@@ -118,6 +118,7 @@ class _Round:
     now: float
     types: list[str]
     capacity: np.ndarray  # usable GPUs per type
+    largest: float  # the most usable GPUs of a type (0 without types)
     jobs: list[Job]
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
     spent: np.ndarray  # jobs x types: initial_time + seconds run there since the reset
@@ -345,7 +346,7 @@ class GavelRounds(SchedulingBase):
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
         # (A job larger than any type is not Gavel's to pick: it keeps what it holds, with
         # no type, so that as a victim it may restart across types.)
-        largest = r.capacity.max(initial=0.0)
+        largest = r.largest
         stop = frozenset(j.id for j in ranked
                          if j.running and j.id not in types and j.num_gpus <= largest)
         self.clock.dispatched = bool(types) or any(j.running and j.id not in stop
@@ -374,7 +375,8 @@ class GavelRounds(SchedulingBase):
         rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
         steps = self._steps(model, types)
         spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types), steps)
-        return _Round(snapshot.now, types, capacity, ordered, rates, spent, nodes.gpu_type)
+        return _Round(snapshot.now, types, capacity, max(capacity.tolist(), default=0.0),
+                      ordered, rates, spent, nodes.gpu_type)
 
     def _steps(self, model: ThroughputModel, types: Sequence[str]
                ) -> Callable[[Job], list[float]] | None:
@@ -490,7 +492,7 @@ class GavelRounds(SchedulingBase):
         chosen: dict[int, int] = {}
         # Every type's order in one stable sort (ties stay in arrival order): row t ranks
         # the jobs for type t.
-        ranked_by_type = np.lexsort(np.stack((-share.T, -deficit.T, -prio.T)))
+        ranked_by_type = np.lexsort((-share.T, -deficit.T, -prio.T))
         for t in type_order:
             ranked = ranked_by_type[t]
             left = float(r.capacity[t])
@@ -530,7 +532,7 @@ class GavelRounds(SchedulingBase):
             j, want = jobs[i], folded[t]
             kept = j.gpus and all(gpu_type[g] == want for g in j.gpus)
             (stay if kept else come).append(j)
-        too_big = r.capacity.max(initial=0.0)
+        too_big = r.largest
         for i, j in enumerate(jobs):
             if i not in chosen and (j.running or j.num_gpus > too_big):
                 rest.append(j)
