@@ -224,9 +224,9 @@ def _solve(h: highspy.Highs) -> None:
 
 
 #: The last node list seen, per GPU id the type of its node if that node is UP (else None),
-#: and the GPUs per type when every GPU is on an UP node (else None): a simulated world keeps
-#: one node tuple while its nodes do not change, and a Gavel run asks every round. One tuple,
-#: replaced whole (see ``core.fit.nodes_of_types``).
+#: and ``usable_gpus``' answer when every GPU is on an UP node and is usable (else None): a
+#: simulated world keeps one node tuple while its nodes do not change, and a Gavel run asks
+#: every round. One tuple, replaced whole (see ``core.fit.nodes_of_types``).
 _UP_TYPE: tuple[tuple[Node, ...], list[str | None], dict[str, int] | None] = ((), [], None)
 
 
@@ -237,7 +237,10 @@ def _up_type_of_gpus(snapshot: ClusterSnapshot
     if seen is not snapshot.nodes:
         up = {n.name: n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP}
         types = [up.get(g.node) for g in snapshot.gpus]
-        totals = dict(Counter(t for t in types if t is not None)) if None not in types else None
+        totals = None
+        if None not in types:
+            totals = dict.fromkeys(up.values(), 0)
+            totals.update(Counter(t for t in types if t is not None))
         _UP_TYPE = (snapshot.nodes, types, totals)
     return types, totals
 
@@ -248,12 +251,11 @@ def usable_gpus(snapshot: ClusterSnapshot) -> dict[str, int]:
     free index and the jobs hold as many as there are, they hold them all (a simulated
     world, always): the per-type totals, without a pass over the GPUs."""
     type_of, totals = _up_type_of_gpus(snapshot)
-    out = dict.fromkeys((n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP), 0)
     free = snapshot.free
     if (totals is not None and free is not None
             and free.count + sum(map(len, map(_gpus, snapshot.jobs))) == len(type_of)):
-        out.update(totals)
-        return out
+        return dict(totals)
+    out = dict.fromkeys((n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP), 0)
     usable = [*FreeGpus.of(snapshot).by_node.values(), *(j.gpus for j in snapshot.jobs)]
     type_of_gpu: Callable[[int], str | None] = type_of.__getitem__
     counts = Counter(map(type_of_gpu, chain.from_iterable(usable)))
