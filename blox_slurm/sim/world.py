@@ -248,7 +248,7 @@ class World:
             rate = min(self.model.rate(job, n, spans, ty) for ty in types)
         if rate <= 0:
             raise SimulationError(f"t={t}: job {job.id} would make no progress on {n} GPU(s) "
-                                  f"of type {sorted(types)}")
+                                  f"of type {sorted({gpu_type[g] for g in gpus})}")
         return rate
 
     def _run_curve(self, job: Job, gpus: tuple[int, ...]) -> ProgressCurve | None:
