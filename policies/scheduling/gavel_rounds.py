@@ -65,6 +65,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 import numpy as np
@@ -78,6 +79,11 @@ from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, step
 from .gavel import _largest_nodes, _rates, allocate, usable_gpus
 
 Allocation = Literal["max_min_fairness", "max_min_agnostic", "fifo"]
+
+# Per-job keys read every round for every active job, as C-level getters: a job's place in
+# arrival order, and what its rates depend on (hints: its types, ``required_types``).
+_arrival = attrgetter("submit_time", "id")
+_rates_key = attrgetter("id", "num_gpus", "model", "hints")
 
 
 @dataclass
@@ -209,20 +215,23 @@ class _TypeClock:
         start, busy_end = self.elapsed, self.busy_end  # Gavel's clock at ``last``
         idle = (start - busy_end if self.count_idle and busy_end is not None
                 and start > busy_end else 0.0)
-        for j in jobs:
-            row = spent.get(j.id)
+        for j in jobs:  # every active job, every round: its fields read once each
+            jid, gpus, began = j.id, j.gpus, j.run_since
+            row = spent.get(jid)
             if row is None:
-                row = spent[j.id] = [self.start] * n_types
-            if j.gpus and j.run_since is not None:  # running (GPUs <=> running)
-                since = max(seen.get(j.id, j.run_since), j.run_since)
-                on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
+                row = spent[jid] = [self.start] * n_types
+            if gpus and began is not None:  # running (GPUs <=> running)
+                since = seen.get(jid, began)
+                if began > since:  # max(since, began), without the call
+                    since = began
+                on = type_of_gpu[gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
                     credit = _whole(now - since, steps(j)[on] if steps is not None else 0.0)
                     if since == last:
                         longest = max(longest, credit)
                         credit += idle
                     row[on] += credit
-                seen[j.id] = now
+                seen[jid] = now
             rows.append(row)
         if last == -math.inf:
             self.elapsed = now
@@ -360,14 +369,13 @@ class GavelRounds(SchedulingBase):
         types = nodes.types
         usable = usable_gpus(snapshot)
         capacity = np.array([usable[t] for t in types], dtype=float)
-        ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+        ordered = sorted(jobs, key=_arrival)
         shape = (nodes, capacity.tobytes(), model)
         if shape != self._rates_for:
             self._rates, self._steps_of, self._rates_for = {}, {}, shape
         cache = self._rates
         rows = []
-        for j in ordered:
-            key = (j.id, j.num_gpus, j.model, j.hints)  # hints: its types (required_types)
+        for j, key in zip(ordered, map(_rates_key, ordered), strict=True):
             row = cache.get(key)
             if row is None:
                 row = cache[key] = _rates(model, j, types, capacity, nodes.largest)
