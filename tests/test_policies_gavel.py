@@ -13,7 +13,7 @@ from _gavel_data import GAVEL, THROUGHPUTS, needs_gavel
 from blox_slurm.core import transitions
 from blox_slurm.core.abstractions import FreeGpus
 from blox_slurm.core.composition import Composition
-from blox_slurm.core.model import Move, build_cluster
+from blox_slurm.core.model import Move, NodeState, build_cluster
 from blox_slurm.core.round import decide
 from blox_slurm.core.throughput import ParametricThroughput
 from blox_slurm.loading import build, load
@@ -143,6 +143,20 @@ def test_gpus_held_outside_the_snapshot_are_not_capacity() -> None:
     mine = snapshot(SHAPE, [running(2, [1, 2], submit=0.0), pending(1, 1, submit=5.0)],
                     now=10.0, throughput=SPEED)
     assert usable_gpus(mine) == {"k80": 1, "v100": 2}
+
+
+def test_with_every_gpu_free_or_held_the_capacity_is_the_totals_per_type() -> None:
+    """The shortcut of a world whose free index and jobs hold every GPU (the simulator's)
+    gives the count it replaces, with the same type order; a GPU held outside the snapshot
+    (the controller's) or a drained node takes the count."""
+    held = snapshot(SHAPE, [running(2, [1], submit=0.0), pending(1, 1, submit=5.0)], now=10.0)
+    full = replace(held, free=FreeGpus({"node1": (0,), "node2": (2,)}, SHAPE[1]))
+    assert list(usable_gpus(full).items()) == list(usable_gpus(held).items())
+    assert usable_gpus(full) == {"k80": 1, "v100": 2}
+    foreign = replace(held, free=FreeGpus({"node1": (0,), "node2": ()}, SHAPE[1]))
+    assert usable_gpus(foreign) == {"k80": 1, "v100": 1}
+    nodes = (SHAPE[0][0], replace(SHAPE[0][1], state=NodeState.DRAIN))
+    assert usable_gpus(replace(full, nodes=nodes)) == {"k80": 1}
 
 
 def test_a_job_no_type_can_hold_goes_last_without_a_type() -> None:

@@ -75,16 +75,25 @@ def test_an_index_built_after_a_move_leaves_the_moved_job_out() -> None:
     assert [j.id for j in _Live(order, ledger).below(-1)] == [1]
 
 
+def test_an_index_built_after_a_pause_leaves_the_paused_jobs_out() -> None:
+    """The walk makes the index on its first need, after pausing (``Schedule.stop``, free
+    movers): jobs still off their GPUs are no one's victims."""
+    order = [running(1, (0,), since=0.0), running(2, (1,), since=0.0), pending(3)]
+    assert [j.id for j in _Live(order, Ledger(), paused={1}).below(-1)] == [2]
+
+
 class _Recomputed:
     """The definition the index replaces, as the walk computed it before: every running job
-    ranked below, less those out, found by a pass over the order on each call."""
+    ranked below, less those out and those paused off their GPUs, found by a pass over the
+    order on each call."""
 
-    def __init__(self, order, ledger: Ledger) -> None:
-        self.order, self.ledger = order, ledger
+    def __init__(self, order, ledger: Ledger, paused=()) -> None:
+        self.order, self.ledger, self.paused = order, ledger, paused
         self.rank = {j.id: i for i, j in enumerate(order)}
 
     def below(self, rank: int) -> list:
-        return [j for j in self.order[rank + 1:] if j.gpus and not self.ledger.out(j.id)]
+        return [j for j in self.order[rank + 1:]
+                if j.gpus and not (self.ledger.out(j.id) or j.id in self.paused)]
 
     def leave(self, job, at: int | None = None) -> int:
         return self.rank[job.id]

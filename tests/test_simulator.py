@@ -251,6 +251,17 @@ def test_simulator_rejects_a_policy_that_double_allocates_a_gpu() -> None:
         run(wl, c, cluster(2))
 
 
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_a_start_where_a_job_makes_no_progress_is_a_clear_error(gpus: int) -> None:
+    """The world names the job and the type, for a 1-GPU start (its own fast path) as for
+    a larger one."""
+    dead = ParametricThroughput(type_speed={"k80": 0.0})
+    with pytest.raises(SimulationError, match=rf"job 0 would make no progress on {gpus} "
+                                              r"GPU\(s\) of type \['k80'\]"):
+        run(workload((0.0, gpus, 10.0)), comp("fifo"), cluster(2, gpu_type="k80"),
+            throughput=dead)
+
+
 def test_jobs_bigger_than_the_cluster_are_a_clear_error() -> None:
     wl = workload((0.0, 1, 10.0), (0.0, 5, 10.0))
     with pytest.raises(SimulationError, match=r"jobs \[1\] ask for more GPUs than the cluster "

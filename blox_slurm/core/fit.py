@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from .abstractions import FreeGpus, FreeView
-from .model import ClusterSnapshot, GpuId, Job, Node
+from .model import ClusterSnapshot, Gpu, GpuId, Job, Node
 
 HINT = "gpu_type"
 #: The GPU types a job may use, comma-separated: set only by the simulator for a trace job
@@ -94,9 +94,16 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     needs = per_node_needs(snapshot, job, booked)
     if want is None and not needs:
         return free
-    keep = None if want is None else nodes_of_types(snapshot.nodes, want)
-    if not needs and keep is not None:  # the type alone narrows: every preemption trial
-        by_node = {name: gpus for name, gpus in free.by_node.items() if name in keep}
+    if want is None:
+        keep = None
+    else:
+        keep, in_order = _of_types(snapshot.nodes, want)
+    if not needs and keep is not None:  # the type alone narrows: every placement of Gavel's
+        if isinstance(free, FreeGpus):  # the engine's pool: its view, kept in step with it
+            view = free.only(in_order)
+            return free if len(view.by_node) == len(free.by_node) else view
+        pool = free.by_node
+        by_node = {name: pool[name] for name in in_order if name in pool}
     else:
         # A node with more free GPUs than the world reported got a victim's GPUs back in
         # this round (a preemption trial): the victim's CPUs and memory come back with them.
@@ -115,11 +122,18 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
 #: node tuple while its nodes do not change, and a Gavel run asks millions of times (one
 #: placement trial each) for the same few answers. One tuple, replaced whole, so a reader
 #: never pairs one node list with another's answers.
-_TYPED: tuple[tuple[Node, ...], dict[frozenset[str], frozenset[str]]] = ((), {})
+_TYPED: tuple[tuple[Node, ...], dict[frozenset[str], tuple[frozenset[str], tuple[str, ...]]]]
+_TYPED = ((), {})
 
 
 def nodes_of_types(nodes: tuple[Node, ...], want: frozenset[str]) -> frozenset[str]:
     """The names of ``nodes`` whose GPU type (case-folded) is in ``want``."""
+    return _of_types(nodes, want)[0]
+
+
+def _of_types(nodes: tuple[Node, ...], want: frozenset[str]
+              ) -> tuple[frozenset[str], tuple[str, ...]]:
+    """:func:`nodes_of_types`, as a set and in the order of ``nodes``."""
     global _TYPED
     seen, memo = _TYPED
     if seen is not nodes:
@@ -127,8 +141,24 @@ def nodes_of_types(nodes: tuple[Node, ...], want: frozenset[str]) -> frozenset[s
         _TYPED = (nodes, memo)
     keep = memo.get(want)
     if keep is None:
-        keep = memo[want] = frozenset(n.name for n in nodes if n.gpu_type.casefold() in want)
+        names = tuple(n.name for n in nodes if n.gpu_type.casefold() in want)
+        keep = memo[want] = (frozenset(names), names)
     return keep
+
+
+#: The last GPU list seen and its GPUs' types, case-folded (see ``_TYPED``).
+_FOLDED: tuple[tuple[Gpu, ...], list[str]] = ((), [])
+
+
+def folded_gpu_types(gpus: tuple[Gpu, ...]) -> list[str]:
+    """Per GPU id, its type case-folded, as placement compares types: asked every round for
+    every running job's GPUs, so kept while the world keeps its GPU tuple."""
+    global _FOLDED
+    seen, folded = _FOLDED
+    if seen is not gpus:
+        folded = [g.type.casefold() for g in gpus]
+        _FOLDED = (gpus, folded)
+    return folded
 
 
 def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | None:

@@ -48,7 +48,7 @@ from operator import attrgetter, not_
 
 from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
 from .composition import Composition
-from .fit import Booked, allowed, gpu_count, nodes_of_types, required_types
+from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, NodeState, Start
 
@@ -205,16 +205,17 @@ class _Walk:
         join the pool, so the jobs the scheduler picked take them without preemption
         searches (a Gavel round re-picks every job: searching for victims among the jobs it
         dropped, and for swaps between movers, was most of its cost). In rank order."""
-        live, ids, order = self.live(), self.unscheduled, self.order
+        ids, order = self.unscheduled, self.order
         movers = ({order[i].id for i in move_pos if order[i].id not in self.resized}
                   if self.free_movers else set())
-        for at, job in enumerate(order):
+        freed: list[int] = []
+        for job in order:
             if job.gpus and (job.id in ids or job.id in movers):
                 if job.id in ids:
                     self.ledger.stop(job.id, None)
                 self.paused[job.id] = job
-                self.free.give(job.gpus)
-                live.leave(job, at)
+                freed.extend(job.gpus)
+        self.free.give(freed)  # one pass over the nodes for all of them
 
     def resume(self) -> None:
         """Jobs :meth:`pause` took off their GPUs and the walk did not place again: those
@@ -236,12 +237,13 @@ class _Walk:
         for (see :meth:`resize`). Types compare case-insensitively, as placement matches
         them (Slurm's gres names are lower case, node types may not be): "v100" on a "V100"
         GPU is not a move."""
-        types, gpus = self.types, self.snapshot.gpus
-        if not types and not self.resized:
+        types, resized = self.types, self.resized
+        if not types and not resized:
             return []
+        have = folded_gpu_types(self.snapshot.gpus)
+        want = {jid: t.casefold() for jid, t in types.items()}
         return [i for i, j in enumerate(self.order) if j.gpus and (
-            j.id in self.resized or (j.id in types and any(
-                gpus[g].type.casefold() != types[j.id].casefold() for g in j.gpus)))]
+            j.id in resized or (j.id in want and any(have[g] != want[j.id] for g in j.gpus)))]
 
     def start(self, job: Job, pos: int, running_below: int) -> bool:
         """Start pending ``job`` on free GPUs or, failing that, on GPUs of lower-ranked jobs
@@ -370,7 +372,7 @@ class _Walk:
 
     def live(self) -> _Live:
         if self._live is None:
-            self._live = _Live(self.order, self.ledger)
+            self._live = _Live(self.order, self.ledger, self.paused)
         return self._live
 
     def spare_victims(self, upto: int) -> None:
@@ -402,11 +404,14 @@ class _Live:
 
     __slots__ = ("jobs", "order", "pos")
 
-    def __init__(self, order: Sequence[Job], ledger: Ledger) -> None:
+    def __init__(self, order: Sequence[Job], ledger: Ledger, paused: Collection[int] = ()
+                 ) -> None:
+        """Made on the walk's first need (most rounds never stop a job for another): less
+        the jobs moved or stopped by then and those ``paused`` off their GPUs."""
         pos = list(compress(range(len(order)), map(_gpus, order)))
         jobs = list(map(order.__getitem__, pos))
-        if ledger.moves or ledger.stopped:  # moved before the first preemption
-            kept = [i for i, j in enumerate(jobs) if not ledger.out(j.id)]
+        if ledger.moves or ledger.stopped or paused:
+            kept = [i for i, j in enumerate(jobs) if not (ledger.out(j.id) or j.id in paused)]
             pos, jobs = [pos[i] for i in kept], [jobs[i] for i in kept]
         self.order, self.pos, self.jobs = order, pos, jobs
 

@@ -63,6 +63,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
 Objective = Literal["max_min_fairness", "min_makespan", "max_sum_throughput"]
 SEEN = "gavel.seen"
 ON = "gavel.on."
+_gpus = attrgetter("gpus")
 _TIE = 1e-6  # relative slack on the min when maximizing the total in the second pass
 
 
@@ -221,26 +223,38 @@ def _solve(h: highspy.Highs) -> None:
         raise RuntimeError(f"Gavel allocation LP: HiGHS returned {h.modelStatusToString(status)}")
 
 
-#: The last node list seen and, per GPU id, the type of its node if that node is UP (else
-#: None): a simulated world keeps one node tuple while its nodes do not change, and a Gavel
-#: run asks every round. One tuple, replaced whole (see ``core.fit.nodes_of_types``).
-_UP_TYPE: tuple[tuple[Node, ...], list[str | None]] = ((), [])
+#: The last node list seen, per GPU id the type of its node if that node is UP (else None),
+#: and ``usable_gpus``' answer when every GPU is on an UP node and is usable (else None): a
+#: simulated world keeps one node tuple while its nodes do not change, and a Gavel run asks
+#: every round. One tuple, replaced whole (see ``core.fit.nodes_of_types``).
+_UP_TYPE: tuple[tuple[Node, ...], list[str | None], dict[str, int] | None] = ((), [], None)
 
 
-def _up_type_of_gpus(snapshot: ClusterSnapshot) -> list[str | None]:
+def _up_type_of_gpus(snapshot: ClusterSnapshot
+                     ) -> tuple[list[str | None], dict[str, int] | None]:
     global _UP_TYPE
-    seen, types = _UP_TYPE
+    seen, types, totals = _UP_TYPE
     if seen is not snapshot.nodes:
         up = {n.name: n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP}
         types = [up.get(g.node) for g in snapshot.gpus]
-        _UP_TYPE = (snapshot.nodes, types)
-    return types
+        totals = None
+        if None not in types:
+            totals = dict.fromkeys(up.values(), 0)
+            totals.update(Counter(t for t in types if t is not None))
+        _UP_TYPE = (snapshot.nodes, types, totals)
+    return types, totals
 
 
 def usable_gpus(snapshot: ClusterSnapshot) -> dict[str, int]:
     """``c_t``: per type, the GPUs of UP nodes that are free or held by the snapshot's jobs
-    (counted in C: this runs every round)."""
-    type_of = _up_type_of_gpus(snapshot)
+    (counted in C: this runs every round). When every GPU is on an UP node and the world's
+    free index and the jobs hold as many as there are, they hold them all (a simulated
+    world, always): the per-type totals, without a pass over the GPUs."""
+    type_of, totals = _up_type_of_gpus(snapshot)
+    free = snapshot.free
+    if (totals is not None and free is not None
+            and free.count + sum(map(len, map(_gpus, snapshot.jobs))) == len(type_of)):
+        return dict(totals)
     out = dict.fromkeys((n.gpu_type for n in snapshot.nodes if n.state is NodeState.UP), 0)
     usable = [*FreeGpus.of(snapshot).by_node.values(), *(j.gpus for j in snapshot.jobs)]
     type_of_gpu: Callable[[int], str | None] = type_of.__getitem__

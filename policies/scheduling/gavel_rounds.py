@@ -65,6 +65,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Literal
 
 import numpy as np
@@ -78,6 +79,11 @@ from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, step
 from .gavel import _largest_nodes, _rates, allocate, usable_gpus
 
 Allocation = Literal["max_min_fairness", "max_min_agnostic", "fifo"]
+
+# Per-job keys read every round for every active job, as C-level getters: a job's place in
+# arrival order, and what its rates depend on (hints: its types, ``required_types``).
+_arrival = attrgetter("submit_time", "id")
+_rates_key = attrgetter("id", "num_gpus", "model", "hints")
 
 
 @dataclass
@@ -118,10 +124,11 @@ class _Round:
     now: float
     types: list[str]
     capacity: np.ndarray  # usable GPUs per type
+    largest: float  # the most usable GPUs of a type (0 without types)
     jobs: list[Job]
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
     spent: np.ndarray  # jobs x types: initial_time + seconds run there since the reset
-    gpu_type: list[str]  # per GPU id
+    gpu_type: list[str]  # per GPU id, case-folded
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,7 +140,7 @@ class _NodeFacts:
     gpus: tuple[Gpu, ...]
     largest: dict[str, int]  # per type of the UP nodes, the GPUs of its largest node
     types: list[str]  # the UP nodes' types, in ``type_order``
-    gpu_type: list[str]  # per GPU id
+    gpu_type: list[str]  # per GPU id, case-folded (as placement compares types)
     type_of_gpu: list[int]  # per GPU id: index into ``types``, -1 where no node is up
 
     @classmethod
@@ -142,8 +149,8 @@ class _NodeFacts:
         types = _ordered_types(list(largest), type_order)
         gpu_type = [g.type for g in snapshot.gpus]
         index = {t: i for i, t in enumerate(types)}
-        return cls(snapshot.nodes, snapshot.gpus, largest, types, gpu_type,
-                   [index.get(t, -1) for t in gpu_type])
+        return cls(snapshot.nodes, snapshot.gpus, largest, types,
+                   [t.casefold() for t in gpu_type], [index.get(t, -1) for t in gpu_type])
 
 
 def _whole(seconds: float, per_second: float) -> float:
@@ -208,20 +215,23 @@ class _TypeClock:
         start, busy_end = self.elapsed, self.busy_end  # Gavel's clock at ``last``
         idle = (start - busy_end if self.count_idle and busy_end is not None
                 and start > busy_end else 0.0)
-        for j in jobs:
-            row = spent.get(j.id)
+        for j in jobs:  # every active job, every round: its fields read once each
+            jid, gpus, began = j.id, j.gpus, j.run_since
+            row = spent.get(jid)
             if row is None:
-                row = spent[j.id] = [self.start] * n_types
-            if j.gpus and j.run_since is not None:  # running (GPUs <=> running)
-                since = max(seen.get(j.id, j.run_since), j.run_since)
-                on = type_of_gpu[j.gpus[0]]  # -1: a type with no node up, not counted
+                row = spent[jid] = [self.start] * n_types
+            if gpus and began is not None:  # running (GPUs <=> running)
+                since = seen.get(jid, began)
+                if began > since:  # max(since, began), without the call
+                    since = began
+                on = type_of_gpu[gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
                     credit = _whole(now - since, steps(j)[on] if steps is not None else 0.0)
                     if since == last:
                         longest = max(longest, credit)
                         credit += idle
                     row[on] += credit
-                seen[j.id] = now
+                seen[jid] = now
             rows.append(row)
         if last == -math.inf:
             self.elapsed = now
@@ -345,7 +355,7 @@ class GavelRounds(SchedulingBase):
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
         # (A job larger than any type is not Gavel's to pick: it keeps what it holds, with
         # no type, so that as a victim it may restart across types.)
-        largest = r.capacity.max(initial=0.0)
+        largest = r.largest
         stop = frozenset(j.id for j in ranked
                          if j.running and j.id not in types and j.num_gpus <= largest)
         self.clock.dispatched = bool(types) or any(j.running and j.id not in stop
@@ -359,14 +369,13 @@ class GavelRounds(SchedulingBase):
         types = nodes.types
         usable = usable_gpus(snapshot)
         capacity = np.array([usable[t] for t in types], dtype=float)
-        ordered = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+        ordered = sorted(jobs, key=_arrival)
         shape = (nodes, capacity.tobytes(), model)
         if shape != self._rates_for:
             self._rates, self._steps_of, self._rates_for = {}, {}, shape
         cache = self._rates
         rows = []
-        for j in ordered:
-            key = (j.id, j.num_gpus, j.model, j.hints)  # hints: its types (required_types)
+        for j, key in zip(ordered, map(_rates_key, ordered), strict=True):
             row = cache.get(key)
             if row is None:
                 row = cache[key] = _rates(model, j, types, capacity, nodes.largest)
@@ -374,7 +383,8 @@ class GavelRounds(SchedulingBase):
         rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
         steps = self._steps(model, types)
         spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types), steps)
-        return _Round(snapshot.now, types, capacity, ordered, rates, spent, nodes.gpu_type)
+        return _Round(snapshot.now, types, capacity, max(capacity.tolist(), default=0.0),
+                      ordered, rates, spent, nodes.gpu_type)
 
     def _steps(self, model: ThroughputModel, types: Sequence[str]
                ) -> Callable[[Job], list[float]] | None:
@@ -477,7 +487,7 @@ class GavelRounds(SchedulingBase):
         """Gavel's round: type after type, jobs by decreasing (priority, deficit,
         allocation), ties by arrival, take the type's GPUs while they fit. Returns job index
         -> type index, in order of assignment, for the jobs of the allocation."""
-        n, n_types = r.rates.shape
+        n_types = r.rates.shape[1]
         share, deficit = e.rows(r.jobs)
         since = r.spent
         runs = r.rates > 0
@@ -488,9 +498,11 @@ class GavelRounds(SchedulingBase):
         # FIFO: a job with no allocation on a type does not fill it
         may = runs & (prio > 0) if self.p.allocation == "fifo" else runs
         chosen: dict[int, int] = {}
-        arrival = np.arange(n)
+        # Every type's order in one stable sort (ties stay in arrival order): row t ranks
+        # the jobs for type t.
+        ranked_by_type = np.lexsort((-share.T, -deficit.T, -prio.T))
         for t in type_order:
-            ranked = np.lexsort((arrival, -share[:, t], -deficit[:, t], -prio[:, t]))
+            ranked = ranked_by_type[t]
             left = float(r.capacity[t])
             for i in ranked[may[ranked, t]].tolist():  # plain ints: numpy scalars are slow
                 if left <= 0:
@@ -520,14 +532,15 @@ class GavelRounds(SchedulingBase):
         starting or changing type in Gavel's order of assignment, then running jobs Gavel
         did not pick (the ones that make room) and jobs that fit no single type."""
         jobs, gpu_type = r.jobs, r.gpu_type
+        folded = [t.casefold() for t in r.types]
         stay: list[Job] = []
         come: list[Job] = []
         rest: list[Job] = []
         for i, t in chosen.items():
-            j, want = jobs[i], r.types[t].casefold()
-            kept = j.gpus and all(gpu_type[g].casefold() == want for g in j.gpus)
+            j, want = jobs[i], folded[t]
+            kept = j.gpus and all(gpu_type[g] == want for g in j.gpus)
             (stay if kept else come).append(j)
-        too_big = r.capacity.max(initial=0.0)
+        too_big = r.largest
         for i, j in enumerate(jobs):
             if i not in chosen and (j.running or j.num_gpus > too_big):
                 rest.append(j)
