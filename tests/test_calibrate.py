@@ -145,9 +145,11 @@ def test_the_store_of_a_controller_run_gives_its_latencies(tmp_path: Path) -> No
     assert len(cal.after_stops) >= 1  # the job the backfilled one was stopped for
     # the fake frees a stopped job's GPUs at once: every start took exactly one round
     assert set(cal.first_starts) == set(cal.restarts) == set(cal.after_stops) == {ROUND}
+    # and its clock stands still within a round: the stopped run ended at its round's start
+    assert cal.stop_delays == (0.0,)
     assert cal.simulation() == {"round_duration": ROUND, "start_latency": ROUND,
                                 "restart_latency": 0.0, "stop_latency": 0.0,
-                                "handover_latency": ROUND}
+                                "handover_latency": ROUND, "stop_delay": 0.0}
 
 
 def test_the_command_reports_every_kind_and_writes_the_table(tmp_path: Path) -> None:

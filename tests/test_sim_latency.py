@@ -1,11 +1,13 @@
-"""Slurm's start latencies drawn from measured samples (``SimConfig.start_latency_samples``,
-``blox_slurm.sim.latency``), their calibration and the demo's prediction over several draws."""
+"""Slurm's start latencies and stop delays, drawn from measured samples
+(``SimConfig.start_latency_samples``, ``stop_delay``, ``blox_slurm.sim.latency``), their
+calibration and the demo's prediction over several draws."""
 
 from __future__ import annotations
 
 import statistics
 import tomllib
 
+import pytest
 from _core_helpers import cluster, comp, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from blox_slurm.demo.run import DRAWS, Replay
 from blox_slurm.sim.config import SimConfig
 from blox_slurm.sim.simulator import Simulator
-from blox_slurm.slurm.calibrate import SAMPLES, Calibration
+from blox_slurm.slurm.calibrate import SAMPLES, Calibration, Timings, calibrate
 
 # LAS on one GPU: A (1000 s) is preempted twice by B and C and restarted twice.
 SWAPS = workload((0.0, 1, 1000.0), (100.0, 1, 200.0), (700.0, 1, 100.0))
@@ -72,6 +74,33 @@ def test_a_seed_draws_the_same_run_and_seeds_differ() -> None:
     assert len({tuple(r) for r in runs}) > 1
 
 
+def test_a_stopped_job_runs_on_for_the_stop_delay() -> None:
+    """LAS on one GPU, A stopped at 300 and 900 (for B and C): with a stop delay D, A runs,
+    progresses and is served D longer at each stop, so it ends 2D sooner with the same
+    1000 GPU-seconds; B and C still start at their rounds. One sample is the same run."""
+    base = {r[0]: r for r in records(SWAPS, comp("las"), cluster(1))}
+    for delay in (0.1, 0.58, 4.0):
+        runs = {r[0]: r for r in records(SWAPS, comp("las"), cluster(1), stop_delay=delay)}
+        assert runs[0][3] == base[0][3] == 2
+        assert runs[0][2] == pytest.approx(base[0][2] - 2 * delay)
+        assert runs[0][4] == pytest.approx(1000.0)
+        assert (runs[1][1], runs[2][1]) == (base[1][1], base[2][1])
+        drawn = records(SWAPS, comp("las"), cluster(1), stop_delay_samples=(delay,))
+        assert drawn == sorted(runs.values())
+
+
+def test_calibrate_measures_each_stop_to_the_end_of_the_run_it_stopped() -> None:
+    """A stop's delay is its round's start to the end of the run it stopped; a stop whose
+    job has no ended run spanning that round (a run of an unseen end) gives none."""
+    t = Timings(rounds=[(10.0, 0.1), (20.0, 0.6), (30.0, 0.1)], releases=[], runs={},
+                stops=[(1, 10.0), (2, 20.0), (3, 30.0)],
+                ended={1: [(0.0, 5.0), (8.0, 10.3)], 2: [(15.0, 20.58)], 3: [(0.0, 29.0)]})
+    cal = calibrate(t)
+    assert cal.stop_delays == pytest.approx((0.3, 0.58))
+    assert cal.simulation()["stop_delay"] == pytest.approx(0.44)
+    assert cal.samples()["stop_delay_samples"] == (0.3, 0.58)
+
+
 def test_calibration_samples_are_sorted_and_spread_when_many() -> None:
     """Few samples go as they are (sorted, to the millisecond); more than ``SAMPLES`` become
     that many evenly spaced order statistics, the least and the greatest kept."""
@@ -88,9 +117,11 @@ def test_calibration_samples_are_sorted_and_spread_when_many() -> None:
 
 def test_the_calibration_file_gives_the_simulator_its_samples() -> None:
     """``blox-slurm calibrate --out`` writes TOML whose table the simulator takes whole."""
-    cal = Calibration(3, 2.0, 0.1, first_starts=(0.0, 0.77, 1.78), restarts=(2.5,))
+    cal = Calibration(3, 2.0, 0.1, first_starts=(0.0, 0.77, 1.78), restarts=(2.5,),
+                      stop_delays=(0.06, 0.58, 0.07))
     table = tomllib.loads(cal.to_toml())["simulation"]
     cfg = SimConfig(**table)
+    assert (cfg.stop_delay, cfg.stop_delay_samples) == (0.07, (0.06, 0.07, 0.58))
     assert cfg.start_latency_samples == (0.0, 0.77, 1.78)
     assert cfg.restart_latency_samples == (2.5,)
     assert (cfg.start_latency, cfg.restart_latency) == (0.77, 1.73)

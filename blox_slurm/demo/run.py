@@ -310,7 +310,8 @@ class Replay:
         draw differently. Which of Slurm's latencies a job meets is chance, and at 1 s rounds
         it decides who is preempted: one draw predicts one such chance, the median what
         the job most likely meets."""
-        drawn = bool(cfg.start_latency_samples or cfg.restart_latency_samples)
+        drawn = bool(cfg.start_latency_samples or cfg.restart_latency_samples
+                     or cfg.stop_delay_samples)
         runs = [self._run(cfg.model_copy(update={"latency_seed": seed}))
                 for seed in range(DRAWS if drawn else 1)]
         ids = sorted({jid for run in runs for jid in run})
@@ -377,9 +378,10 @@ def timing(measured: Sequence[Measured], round_seconds: float) -> SimConfig:
                      restart_latency=slurm.get("restart_latency", 0.0),
                      stop_latency=slurm.get("stop_latency", 0.0),
                      handover_latency=slurm.get("handover_latency"), launch_cost=launch,
-                     restart_cost=restore,
+                     restart_cost=restore, stop_delay=slurm.get("stop_delay", 0.0),
                      start_latency_samples=drawn.get("start_latency_samples", ()),
-                     restart_latency_samples=drawn.get("restart_latency_samples", ()))
+                     restart_latency_samples=drawn.get("restart_latency_samples", ()),
+                     stop_delay_samples=drawn.get("stop_delay_samples", ()))
 
 
 def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
@@ -542,8 +544,9 @@ def print_comparison(result: DemoResult, console: Console) -> None:
 def _draws(cfg: SimConfig) -> str:
     """How the simulator's column was predicted, when it drew Slurm's latencies."""
     n = len(cfg.start_latency_samples) + len(cfg.restart_latency_samples)
-    return (f"Simulator JCT: each job's median over {DRAWS} runs, every start's latency "
-            f"drawn from the {n} measured. ") if n else ""
+    n += len(cfg.stop_delay_samples)
+    return (f"Simulator JCT: each job's median over {DRAWS} runs, each start's latency and "
+            f"stop's delay drawn from the {n} measured. ") if n else ""
 
 
 def demo(

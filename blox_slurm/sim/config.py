@@ -38,12 +38,19 @@ class SimConfig(BaseModel):
     sets off a scheduling pass at once, so such a start is often quicker than a plain
     release, which waits for the batch scheduler's next pass. ``calibrate`` measures it from
     the same starts; ``None`` (the default) keeps the sum.
+    ``stop_delay``: seconds a stopped job runs on after the round that stops it (the round's
+    apply and Slurm's requeue), its service and progress counted, as the controller's store
+    counts them to the end of the stopped run; ``calibrate`` measures it. Even a tenth of a
+    second matters at short rounds: without it two LAS jobs stopped and started in turn
+    tie on service exactly, and the simulator swapped them every round (1.5x Slurm's
+    preemptions), not Slurm.
     ``start_latency_samples`` and ``restart_latency_samples``: Slurm's latencies as
     ``calibrate`` measured them (a first start's, and a restart's whole latency from its
     round); when given, each start draws its own from them in place of ``start_latency``
     (and of ``start_latency + restart_latency`` for a restart), seeded by ``latency_seed``,
     since Slurm's vary by whole seconds from one start to the next (see
-    :mod:`blox_slurm.sim.latency`). The medians above still serve where no samples are given.
+    :mod:`blox_slurm.sim.latency`); ``stop_delay_samples`` likewise for ``stop_delay``. The
+    medians above still serve where no samples are given.
     ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
     which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
@@ -77,6 +84,8 @@ class SimConfig(BaseModel):
     handover_latency: float | None = Field(default=None, ge=0)
     start_latency_samples: tuple[Annotated[float, Field(ge=0)], ...] = ()
     restart_latency_samples: tuple[Annotated[float, Field(ge=0)], ...] = ()
+    stop_delay: float = Field(default=0.0, ge=0)
+    stop_delay_samples: tuple[Annotated[float, Field(ge=0)], ...] = ()
     latency_seed: int = 0
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True

@@ -1,5 +1,5 @@
-"""Slurm's part of a start in the simulator: the calibrated medians, or a draw from the
-latencies measured on the cluster.
+"""Slurm's part of a start (and of a stop) in the simulator: the calibrated medians, or a
+draw from the latencies measured on the cluster.
 
 Slurm's StartTime has whole seconds, and its batch scheduler starts released jobs on passes
 that come at most every ``batch_sched_delay`` (3 s by default), so a job released in a round
@@ -25,6 +25,7 @@ class SlurmLatency:
         self.start, self.restart = cfg.start_latency, cfg.restart_latency
         self.starts = cfg.start_latency_samples
         self.restarts = cfg.restart_latency_samples
+        self.delay, self.delays = cfg.stop_delay, cfg.stop_delay_samples
         self._rng = random.Random(cfg.latency_seed)
 
     def of(self, preempted: bool) -> tuple[float, float]:
@@ -38,3 +39,7 @@ class SlurmLatency:
         total = self._rng.choice(self.restarts)
         part = min(total, self.start)
         return part, total - part
+
+    def stop(self) -> float:
+        """How long a stopped job runs on after its round (``SimConfig.stop_delay``)."""
+        return self._rng.choice(self.delays) if self.delays else self.delay

@@ -204,14 +204,19 @@ class World:
             self._job_ready[jid] = t + stopping
         if self.by_service is not None:  # (a call for nothing at 355,000 stops otherwise)
             self._ran(job, None, t)
-        self._end_run(job, t + stopping)  # its usage runs on while it stops
+        # It runs on until Slurm requeues it (SimConfig.stop_delay), then holds its GPUs,
+        # its service counted, for what is left of the stop latency
+        delay = self._latency.stop() if begun else 0.0
+        ran = t + delay if delay else t
+        stopping = max(0.0, stopping - delay) if delay else stopping
+        self._end_run(job, ran + stopping)
         del self.finish_at[jid]
         curve = self._curves.pop(jid, None)
         work = None
         if curve is not None and job.work_since is not None:
-            work = curve.work_after(job.work_base, max(0.0, t - job.work_since))
+            work = curve.work_after(job.work_base, max(0.0, ran - job.work_since))
         self.active[jid] = self.queued[jid] = (
-            transitions.preempt(job, t, stopping, work) if begun else transitions.unstart(job))
+            transitions.preempt(job, ran, stopping, work) if begun else transitions.unstart(job))
         self._requeued = True
 
     def _start(self, jid: int, gpus: tuple[int, ...], t: float) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # A run Slurm started in the second of the release shows a StartTime up to 1 s before it.
 _STARTTIME_RESOLUTION = 1.0
@@ -42,6 +42,11 @@ class Timings:
     after_stop: frozenset[tuple[int, float]] = frozenset()
     # those of them that jobs were stopped for (not moves): the simulator's handovers
     handovers: frozenset[tuple[int, float]] = frozenset()
+    # (job, round start) of every stop or move of a run that had begun, and each job's ended
+    # runs as (start, end): the store ends a stopped run when the round's apply has
+    # requeued it, and the job ran until then
+    stops: Sequence[tuple[int, float]] = ()
+    ended: Mapping[int, Sequence[tuple[float, float]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Calibration:
     # handovers: their latency holds the restart's own delay too (see simulation())
     restarts_after_stops: tuple[float, ...] = ()
     restart_handovers: tuple[float, ...] = ()
+    stop_delays: tuple[float, ...] = ()  # the stopping round's start -> the stopped run's end
 
     def simulation(self) -> dict[str, float]:
         """``round_duration``, ``start_latency``, ``restart_latency`` (what a restart takes
@@ -88,6 +94,8 @@ class Calibration:
         handovers = (*self.handovers, *(max(0.0, v - restart) for v in self.restart_handovers))
         if handovers:
             out["handover_latency"] = round(statistics.median(handovers), 3)
+        if self.stop_delays:
+            out["stop_delay"] = round(statistics.median(self.stop_delays), 3)
         return out
 
     def samples(self) -> dict[str, tuple[float, ...]]:
@@ -101,6 +109,8 @@ class Calibration:
             out["start_latency_samples"] = _spread(self.first_starts)
         if self.restarts:
             out["restart_latency_samples"] = _spread(self.restarts)
+        if self.stop_delays:
+            out["stop_delay_samples"] = _spread(self.stop_delays)
         return out
 
     def to_toml(self) -> str:
@@ -130,7 +140,7 @@ def calibrate(*timings: Timings) -> Calibration:
     return Calibration(sum(len(t.rounds) for t in timings), _median(pooled["gap"]),
                        _median(pooled["round"]), pooled["first"], pooled["again"],
                        pooled["stop"], pooled["handover"], pooled["stop_again"],
-                       pooled["handover_again"])
+                       pooled["handover_again"], pooled["stop_delay"])
 
 
 def _samples(t: Timings) -> dict[str, list[float]]:
@@ -142,7 +152,8 @@ def _samples(t: Timings) -> dict[str, list[float]]:
     kinds: dict[str, list[float]] = {
         "gap": [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a],
         "round": [s for _, s in t.rounds], "first": [], "again": [], "stop": [],
-        "handover": [], "stop_again": [], "handover_again": []}
+        "handover": [], "stop_again": [], "handover_again": [],
+        "stop_delay": _stop_delays(t)}
     released: dict[int, list[float]] = {}
     for job_id, at in t.releases:
         released.setdefault(job_id, []).append(at)
@@ -158,6 +169,17 @@ def _samples(t: Timings) -> dict[str, list[float]]:
                 if (job_id, release) in t.handovers:
                     kinds["handover" + again].append(latency)
     return kinds
+
+
+def _stop_delays(t: Timings) -> list[float]:
+    """For each stop, the time from its round's start to the end of the run it stopped (the
+    last of the job's runs begun by then, if it ended at or after that round)."""
+    out = []
+    for job_id, at in t.stops:
+        runs = [end for start, end in t.ended.get(job_id, ()) if start <= at <= end]
+        if runs:
+            out.append(max(runs) - at)
+    return out
 
 
 def _release_of(releases: Sequence[float], begun: float, previous: float | None

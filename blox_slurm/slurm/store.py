@@ -438,6 +438,9 @@ class Store:
             "WHERE a.verb = 'release' AND a.ok = 1 AND a.dry_run = 0")
             for job_id in json.loads(r["ids"])]
         runs: dict[int, list[float]] = {}
+        ended: dict[int, list[tuple[float, float]]] = {}
+        for r in self.db.query("SELECT job_id, start, end FROM runs"):
+            ended.setdefault(r["job_id"], []).append((r["start"], r["end"]))
         for r in self.db.query("SELECT job_id, start FROM runs UNION ALL SELECT job_id, "
                                "run_start FROM jobs WHERE run_start IS NOT NULL"):
             runs.setdefault(r["job_id"], []).append(r["start"])
@@ -450,8 +453,10 @@ class Store:
         after_stop = frozenset((j, at) for _, j, at in stopped_for if j is not None)
         handovers = frozenset((j, at) for move, j, at in stopped_for
                               if j is not None and not move)
+        stops = [(r["job_id"], r["started"]) for r, detail in stopped
+                 if not detail.get("never_ran")]
         return Timings(rounds, releases, {j: sorted(v) for j, v in runs.items()}, after_stop,
-                       handovers)
+                       handovers, stops, ended)
 
     def shadow(self) -> ShadowReport:
         """Every managed job against what the dry-run rounds would have done with it."""
