@@ -94,10 +94,7 @@ def allowed(snapshot: ClusterSnapshot, job: Job, free: FreeView,
     needs = per_node_needs(snapshot, job, booked)
     if want is None and not needs:
         return free
-    if want is None:
-        keep = None
-    else:
-        keep, in_order = _of_types(snapshot.nodes, want)
+    keep, in_order = (None, ()) if want is None else _of_types(snapshot.nodes, want)
     if not needs and keep is not None:  # the type alone narrows: every placement of Gavel's
         if isinstance(free, FreeGpus):  # the engine's pool: its view, kept in step with it
             view = free.only(in_order)

@@ -109,6 +109,8 @@ def fake_throughput(type_speed: Mapping[str, float] | None) -> ParametricThrough
     return ParametricThroughput(spread_penalty=1.0, type_speed=dict(type_speed or {}))
 
 
+# Slurm's latencies as measured, which the simulator draws from (see Replay.simulate).
+SAMPLED = ("start_latency_samples", "restart_latency_samples", "stop_delay_samples")
 # The simulator's timing parameters the demo measures, as it prints them.
 TIMING = {"round_duration": "round", "start_latency": "Slurm's start latency",
           "restart_latency": "Slurm's restart latency", "stop_latency": "stop latency",
@@ -166,8 +168,7 @@ class DemoResult:
         return {
             "composition": self.composition,
             **self.timing.model_dump(include=set(TIMING)),
-            "start_latency_samples": self.timing.start_latency_samples,
-            "restart_latency_samples": self.timing.restart_latency_samples,
+            **self.timing.model_dump(include=set(SAMPLED)),
             "rounds": self.rounds, "slurm_calls": self.slurm_calls,
             "wall_seconds": self.wall_seconds,
             "median_rel_diff": statistics.median(d) if d else None,
@@ -310,10 +311,8 @@ class Replay:
         draw differently. Which of Slurm's latencies a job meets is chance, and at 1 s rounds
         it decides who is preempted: one draw predicts one such chance, the median what
         the job most likely meets."""
-        drawn = bool(cfg.start_latency_samples or cfg.restart_latency_samples
-                     or cfg.stop_delay_samples)
         runs = [self._run(cfg.model_copy(update={"latency_seed": seed}))
-                for seed in range(DRAWS if drawn else 1)]
+                for seed in range(DRAWS if _sampled(cfg) else 1)]
         ids = sorted({jid for run in runs for jid in run})
         return {jid: (statistics.median(r[jid][0] for r in runs if jid in r),
                       statistics.median_low(r[jid][1] for r in runs if jid in r))
@@ -541,10 +540,14 @@ def print_comparison(result: DemoResult, console: Console) -> None:
         f"{result.wall_seconds:.0f} s wall.", highlight=False)
 
 
+def _sampled(cfg: SimConfig) -> int:
+    """How many measured latencies the simulator draws from (0: it charges the medians)."""
+    return sum(len(getattr(cfg, key)) for key in SAMPLED)
+
+
 def _draws(cfg: SimConfig) -> str:
     """How the simulator's column was predicted, when it drew Slurm's latencies."""
-    n = len(cfg.start_latency_samples) + len(cfg.restart_latency_samples)
-    n += len(cfg.stop_delay_samples)
+    n = _sampled(cfg)
     return (f"Simulator JCT: each job's median over {DRAWS} runs, each start's latency and "
             f"stop's delay drawn from the {n} measured. ") if n else ""
 

@@ -99,8 +99,9 @@ class Calibration:
         return out
 
     def samples(self) -> dict[str, tuple[float, ...]]:
-        """The first starts' and the plain restarts' latencies themselves, for a simulator
-        that draws each start's (``start_latency_samples``, ``restart_latency_samples``):
+        """The first starts' and the plain restarts' latencies and the stop delays
+        themselves, for a simulator that draws each start's and stop's
+        (``start_latency_samples``, ``restart_latency_samples``, ``stop_delay_samples``):
         Slurm's vary by whole seconds from one start to the next, which a median hides (see
         :mod:`blox_slurm.sim.latency`). A long store's are cut to ``SAMPLES`` evenly spaced
         quantiles, so the file stays small and the draws keep their spread."""
@@ -117,8 +118,8 @@ class Calibration:
         lines = ["# written by `blox-slurm calibrate` from a controller's store: give it to",
                  "# `blox-slurm simulate --calibration FILE`. Slurm's part only: add your",
                  "# jobs' start-up as launch_cost and their checkpoint restore as restart_cost.",
-                 "# Each start draws its latency from the samples (latency_seed picks the",
-                 "# draws); without them the simulator charges the medians",
+                 "# Each start and stop draws its latency from the samples (latency_seed",
+                 "# picks the draws); without them the simulator charges the medians",
                  "[simulation]"]
         lines += [f"{k} = {v!r}" for k, v in self.simulation().items()]
         lines += [f"{k} = [{', '.join(map(repr, v))}]" for k, v in self.samples().items()]

@@ -441,9 +441,9 @@ class Store:
         ended: dict[int, list[tuple[float, float]]] = {}
         for r in self.db.query("SELECT job_id, start, end FROM runs"):
             ended.setdefault(r["job_id"], []).append((r["start"], r["end"]))
-        for r in self.db.query("SELECT job_id, start FROM runs UNION ALL SELECT job_id, "
-                               "run_start FROM jobs WHERE run_start IS NOT NULL"):
             runs.setdefault(r["job_id"], []).append(r["start"])
+        for r in self.db.query("SELECT job_id, run_start FROM jobs WHERE run_start IS NOT NULL"):
+            runs.setdefault(r["job_id"], []).append(r["run_start"])
         stopped = [(r, json.loads(r["detail"] or "{}")) for r in self.db.query(
             "SELECT d.job_id, d.kind, d.detail, r.started FROM decisions d JOIN rounds r "
             "ON r.id = d.round_id WHERE d.kind IN ('preempt', 'move') AND r.dry_run = 0")]
