@@ -62,6 +62,39 @@ def test_each_start_waits_one_of_the_samples() -> None:
     assert seen == {0.5, 2.5}
 
 
+def test_starts_of_one_round_share_their_draw() -> None:
+    """Slurm's batch scheduler starts the jobs released together on one pass: four jobs
+    started in one round begin at the same instant for every seed, one of the samples; a
+    job started in a later round draws again, so over the seeds its latency is sometimes
+    not the first round's."""
+    together = workload(*((0.0, 1, 10.0) for _ in range(4)), (5.0, 1, 10.0))
+    pairs = set()
+    for seed in range(30):
+        runs = records(together, comp("fifo"), cluster(5), round_duration=1.0,
+                       start_latency_samples=(0.5, 2.5), latency_seed=seed)
+        firsts = {r[1] for r in runs[:4]}
+        assert len(firsts) == 1 and firsts <= {0.5, 2.5}
+        later = runs[4][1] - 5.0
+        assert later in (0.5, 2.5)
+        pairs.add((min(firsts), later))
+    assert pairs == {(0.5, 0.5), (0.5, 2.5), (2.5, 0.5), (2.5, 2.5)}
+
+
+def test_stops_of_one_round_share_their_delay() -> None:
+    """Two jobs stopped in one round (LAS on 2 GPUs, A and B stopped at 300 for C and D)
+    run on the same delay, one of the samples, for every seed: a round's apply requeues
+    them together. Both samples appear over the seeds."""
+    wl = workload((0.0, 1, 1000.0), (0.0, 1, 1000.0), (100.0, 1, 50.0), (100.0, 1, 50.0))
+    delays = set()
+    for seed in range(12):
+        runs = records(wl, comp("las"), cluster(2), stop_delay_samples=(0.1, 3.0),
+                       latency_seed=seed)
+        (a, b) = ({r[2] for r in runs[:2]}, {r[3] for r in runs[:2]})
+        assert len(a) == 1 and b == {1}
+        delays.add(round(1300.0 - a.pop(), 6))  # restarted at 600, 700 - delay to go
+    assert delays == {0.1, 3.0}
+
+
 def test_a_seed_draws_the_same_run_and_seeds_differ() -> None:
     """Draws are reproducible (a seed is a run), and at 1 s rounds with thresholds the
     latencies change the runs."""

@@ -206,7 +206,7 @@ class World:
             self._ran(job, None, t)
         # It runs on until Slurm requeues it (SimConfig.stop_delay), then holds its GPUs,
         # its service counted, for what is left of the stop latency
-        delay = self._latency.stop() if begun else 0.0
+        delay = self._latency.stop(t) if begun else 0.0
         ran = t + delay if delay else t
         stopping = max(0.0, stopping - delay) if delay else stopping
         self._end_run(job, ran + stopping)
@@ -229,7 +229,7 @@ class World:
         latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
         handover = cfg.handover_latency if job.id in self._handed else None
         # A restart's own delay on Slurm comes before its run (see SimConfig)
-        start, restart = self._latency.of(bool(job.preemptions))
+        start, restart = self._latency.of(bool(job.preemptions), t)
         latency = (latency + start if handover is None else max(latency, handover)) + restart
         self.active[job.id] = job = transitions.start(
             job, gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
