@@ -7,6 +7,8 @@
     ... --seeds 0 1 2 3 --pooled-calibration   # and each run simulated again with one
                                                # calibration from all four runs' stores
     python benchmarks/agreement.py --plot-only compressed.json minutes.json   # replot
+    sudo PYTHONPATH=. python benchmarks/agreement.py --keep runs/ ...   # keep each run
+    PYTHONPATH=. python benchmarks/agreement.py --replay runs/*.pkl     # simulate them again
 
 The same workload (16 fake jobs of 1/2/4 GPUs from three users, :func:`run_demo`) runs
 through the controller on an emulated Slurm cluster and through the simulator, for FIFO,
@@ -25,6 +27,11 @@ With ``--pooled-calibration`` each composition's runs are then simulated again w
 calibration from all their stores and the fake jobs' progress pooled (a 16-job run's own
 restart cost rests on a few restarts), and the lines compare it with each run's own.
 
+``--keep DIR`` pickles each emulator run (its rows, measured samples and replay) so that
+``--replay`` can simulate the same runs again with another simulator, without Slurm: a
+change to the simulator's model is judged on the emulator runs it was measured against,
+not on new ones that differ by chance.
+
 It writes a plot of simulated against emulated JCT per job (the diagonal is agreement) and
 every row as JSON. This is a benchmark, not a test: it prints figures, asserts nothing.
 """
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import statistics
 import time
 from dataclasses import dataclass
@@ -211,8 +219,11 @@ def plot(results: list[dict[str, object]], path: Path) -> None:
     fig.savefig(path, format="png")
 
 
-def run_one(case: Case, scale: Scale, jobs: int, seed: int
-            ) -> tuple[dict[str, object], DemoResult] | None:
+Run = tuple[dict[str, Any], DemoResult]
+
+
+def run_one(case: Case, scale: Scale, jobs: int, seed: int, keep: Path | None
+            ) -> Run | None:
     """One emulator run and its line; a failure is printed, not raised: one world failing
     must not lose the others' figures."""
     try:
@@ -221,20 +232,71 @@ def run_one(case: Case, scale: Scale, jobs: int, seed: int
         print(f"{scale.name:<10} {case.label:<9} {seed:<6}  failed: {exc!r}", flush=True)
         return None
     print(summary_line(res), flush=True)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        demo.daemons = []  # processes, gone with the run
+        (keep / f"{scale.name}-{case.label}-{seed}.pkl").write_bytes(
+            pickle.dumps((res, demo)))
     return res, demo
 
 
-def run_seeds(case: Case, scale: Scale, a: argparse.Namespace) -> list[dict[str, object]]:
-    """Every seed's run of one composition at one scale, the pooled line, and with
-    ``--pooled-calibration`` every run simulated again with one calibration from all."""
-    runs = [r for seed in a.seeds if (r := run_one(case, scale, a.jobs, seed)) is not None]
+def replayed(path: Path) -> Run:
+    """A kept run simulated again with this simulator and the run's own calibration: its
+    ``after`` rows are replaced, its ``before`` (the old simulator) kept."""
+    res, demo = pickle.loads(path.read_bytes())
+    assert demo.replay is not None and demo.measured is not None
+    cfg = timing([demo.measured], demo.timing.round_duration)
+    sim = demo.replay.simulate(cfg)
+    for row in res["rows"]:
+        row["after"], row["preempt_sim"] = sim.get(row["job"], (None, None))
+    res.update(cfg.model_dump(include=set(TIMING_KEYS)))
+    return res, demo
+
+
+def report(runs: list[Run], scale: Scale, pooled_calibration: bool
+           ) -> list[dict[str, object]]:
+    """The lines of one composition's runs at one scale: the pooled line, and with
+    ``pooled_calibration`` every run simulated again with one calibration from all."""
     rows = [res for res, _ in runs]
     if len(runs) > 1:
         print(pooled_line(rows), flush=True)
-    if a.pooled_calibration and runs:
+    if pooled_calibration and runs:
         cfg = pool_calibration(runs, scale)
         print("\n".join(pooled_calibration_lines(rows, cfg)), flush=True)
     return rows
+
+
+def campaign(a: argparse.Namespace) -> list[dict[str, object]]:
+    """Every composition at every scale, one emulator run per seed (``--keep``: pickled)."""
+    results: list[dict[str, object]] = []
+    for scale in (SCALES[s] for s in a.scales):
+        for case in (CASES[c] for c in a.compositions):
+            runs = [r for seed in a.seeds
+                    if (r := run_one(case, scale, a.jobs, seed, a.keep)) is not None]
+            results += report(runs, scale, a.pooled_calibration)
+            a.json.write_text(json.dumps(results, indent=1))
+    return results
+
+
+def replay_all(a: argparse.Namespace) -> list[dict[str, object]]:
+    """The kept runs simulated again, grouped by scale and composition as a campaign."""
+    groups: dict[tuple[str, str], list[Run]] = {}
+    for path in a.replay:
+        res, demo = replayed(path)
+        print(summary_line(res), flush=True)
+        groups.setdefault((res["scale"], res["composition"]), []).append((res, demo))
+    results: list[dict[str, object]] = []
+    for (scale, _), runs in groups.items():
+        results += report(runs, SCALES[scale], a.pooled_calibration)
+    a.json.write_text(json.dumps(results, indent=1))
+    return results
+
+
+def first_seeds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plot's runs: each scale's lowest seed."""
+    first = {r["scale"]: min(x["seed"] for x in rows if x["scale"] == r["scale"])
+             for r in rows}
+    return [r for r in rows if r["seed"] == first[r["scale"]]]
 
 
 def main() -> None:
@@ -251,23 +313,22 @@ def main() -> None:
     p.add_argument("--plot-only", type=Path, nargs="+", metavar="JSON",
                    help="no runs: plot the rows of these JSON files (e.g. one per scale)")
     p.add_argument("--json", type=Path, default=Path("agreement.json"))
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="pickle each emulator run into DIR, for --replay")
+    p.add_argument("--replay", type=Path, nargs="+", metavar="PKL",
+                   help="no emulator: simulate runs kept with --keep again (trusted files "
+                        "only: they are pickles)")
     a = p.parse_args()
     if a.plot_only:
-        rows = [r for f in a.plot_only for r in json.loads(f.read_text())]
-        first = {r["scale"]: min(x["seed"] for x in rows if x["scale"] == r["scale"])
-                 for r in rows}
-        plot([r for r in rows if r["seed"] == first[r["scale"]]], a.plot)
+        plot(first_seeds([r for f in a.plot_only for r in json.loads(f.read_text())]),
+             a.plot)
         return
     print(f"{'':<28}{'before':^22}  {'after':^22}")
     stats_head = f"{'median    p90   worst':>22}"
     print(f"{'scale':<10} {'comp.':<9} {'seed':<6}  {stats_head}  {stats_head}"
           f"  preempt e/s  start  stop launch  rlat  rest. wall s")
-    results: list[dict[str, object]] = []
-    for scale in (SCALES[s] for s in a.scales):
-        for case in (CASES[c] for c in a.compositions):
-            results += run_seeds(case, scale, a)
-            a.json.write_text(json.dumps(results, indent=1))
-    plot([r for r in results if r["seed"] == a.seeds[0]], a.plot)
+    results = replay_all(a) if a.replay else campaign(a)
+    plot(first_seeds(results), a.plot)
     print(f"rows in {a.json}, plot in {a.plot}")
 
 
