@@ -424,16 +424,15 @@ class GavelRounds(SchedulingBase):
         epoch = self._current_epoch(r)
         chosen = self._assign(r, epoch)
         types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
-        ranked = self._rank(r, chosen)
+        picked, rest = self._rank(r, chosen)
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
         # (A job larger than any type is not Gavel's to pick: it keeps what it holds, with
         # no type, so that as a victim it may restart across types.)
         largest = r.largest
-        stop = frozenset(j.id for j in ranked
-                         if j.running and j.id not in types and j.num_gpus <= largest)
-        self.clock.dispatched = bool(types) or any(j.running and j.id not in stop
-                                                   for j in ranked)
-        return Schedule(ranked, types=types, stop=stop, free_movers=True)
+        held = [j for j in rest if j.running]
+        stop = frozenset(j.id for j in held if j.num_gpus <= largest)
+        self.clock.dispatched = bool(types) or len(stop) < len(held)
+        return Schedule(picked + rest, types=types, stop=stop, free_movers=True)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
@@ -576,19 +575,22 @@ class GavelRounds(SchedulingBase):
         n_types = r.rates.shape[1]
         s = e.standing(r.js)
         since = r.spent
-        prio = np.where(s.ranked, s.share / np.where(since > 0, since, 1e-9), 0.0)
+        if self.p.initial_time <= 0:  # else every count starts there: none is 0
+            since = np.where(since > 0, since, 1e-9)
+        prio = np.where(s.ranked, s.share / since, 0.0)
         gpus = r.js.gpus
         type_order = self._type_order(r.now, n_types)
         # FIFO: a job with no allocation on a type does not fill it
-        may = r.js.runs & (prio > 0) if self.p.allocation == "fifo" else r.js.runs
+        may = (r.js.runs & (prio > 0) if self.p.allocation == "fifo" else r.js.runs).T
         chosen: dict[int, int] = {}
         # Every type's order in one stable sort (ties stay in arrival order): row t ranks
         # the jobs for type t.
         ranked_by_type = np.lexsort((s.share_key, s.deficit_key, -prio.T))
+        capacity = r.capacity.tolist()
         for t in type_order:
             ranked = ranked_by_type[t]
-            left = float(r.capacity[t])
-            for i in ranked[may[ranked, t]].tolist():  # plain ints: numpy scalars are slow
+            left = capacity[t]
+            for i in ranked[may[t, ranked]].tolist():  # plain ints: numpy scalars are slow
                 if left <= 0:
                     break
                 if i not in chosen and gpus[i] <= left:
@@ -611,22 +613,23 @@ class GavelRounds(SchedulingBase):
             self._shuffled = (now, order)
         return order
 
-    def _rank(self, r: _Round, chosen: dict[int, int]) -> list[Job]:
-        """The round engine's order: running jobs that keep their type, then the jobs
-        starting or changing type in Gavel's order of assignment, then running jobs Gavel
-        did not pick (the ones that make room) and jobs that fit no single type."""
+    def _rank(self, r: _Round, chosen: dict[int, int]) -> tuple[list[Job], list[Job]]:
+        """The round engine's order, in two parts: the jobs Gavel picked (running jobs that
+        keep their type, then the jobs starting or changing type in Gavel's order of
+        assignment), and the rest: running jobs Gavel did not pick (the ones that make room)
+        and jobs that fit no single type."""
         jobs, gpu_type = r.jobs, r.gpu_type
         folded = [t.casefold() for t in r.types]
         stay: list[Job] = []
         come: list[Job] = []
-        rest: list[Job] = []
         for i, t in chosen.items():
             j, want = jobs[i], folded[t]
-            kept = j.gpus and all(gpu_type[g] == want for g in j.gpus)
+            gpus = j.gpus  # most jobs hold one GPU: its type alone, without a generator
+            kept = gpus and gpu_type[gpus[0]] == want and (
+                len(gpus) == 1 or all(gpu_type[g] == want for g in gpus))
             (stay if kept else come).append(j)
         too_big = r.largest
-        for i, j in enumerate(jobs):
-            if i not in chosen and (j.running or j.num_gpus > too_big):
-                rest.append(j)
+        rest = [j for i, j in enumerate(jobs)
+                if i not in chosen and (j.running or j.num_gpus > too_big)]
         rest.sort(key=lambda j: not j.running)
-        return stay + come + rest
+        return stay + come, rest
