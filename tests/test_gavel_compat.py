@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _core_helpers import cluster, pending, running, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from blox_slurm.core.model import Job, NodeState, build_cluster
 from blox_slurm.core.throughput import ParametricThroughput, for_steps
@@ -380,3 +382,38 @@ def test_gavel_heads_fifo_gives_the_type_that_sorts_last_even_beyond_its_gpus() 
     # a job that makes no progress on that type is given none
     assert fifo_types([(0, 1, np.array([1.0, 1.0, 0.0]))], {}, {0: 1}, np.full(3, 4.0),
                       rng=random.Random(0)) == {}
+
+
+_round_jobs = st.lists(st.tuples(st.integers(0, 7), st.integers(1, 2), st.booleans()),
+                       max_size=8, unique_by=lambda t: t[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["max_min_fairness", "max_min_agnostic", "fifo"]),
+       st.lists(st.tuples(_round_jobs, st.randoms(use_true_random=False)), max_size=8))
+def test_a_job_set_kept_between_rounds_decides_as_one_derived_afresh(
+        allocation: str, rounds: list[tuple[list[tuple[int, int, bool]], random.Random]]
+        ) -> None:
+    # The policy keeps what it derives from the job set (its order, rates, and each epoch's
+    # rows over it) while the jobs' fixed fields stay the same. A twin that derives them
+    # afresh every round must decide every round alike: jobs come and go, change their GPU
+    # count, arrive in any order, run or wait.
+    shape = build_cluster([("v100", 2, 2), ("k80", 1, 2)])
+    params = GavelRounds.Params(allocation=allocation, reset_interval=360.0)  # type: ignore[arg-type]
+    kept, fresh = GavelRounds(params), GavelRounds(params)
+    for k, (specs, rng) in enumerate(rounds):
+        now, free, jobs = 360.0 * (k + 1), list(range(6)), []
+        for jid, gpus, runs in specs:
+            if runs and len(free) >= gpus:
+                jobs.append(running(jid, free[:gpus], submit=10.0 * jid, since=now - 100.0))
+                free = free[gpus:]
+            else:
+                jobs.append(pending(jid, gpus, submit=10.0 * jid))
+        rng.shuffle(jobs)
+        fresh._jobs = None
+        if fresh.epoch is not None:
+            fresh.epoch._standing = None
+        a = kept.order(snapshot(shape, jobs, now=now), jobs)
+        b = fresh.order(snapshot(shape, jobs, now=now), jobs)
+        assert ([j.id for j in a.order], a.types, a.stop) == ([j.id for j in b.order],
+                                                               b.types, b.stop)

@@ -63,10 +63,11 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from operator import attrgetter
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,10 +81,47 @@ from .gavel import _largest_nodes, _rates, allocate, usable_gpus
 
 Allocation = Literal["max_min_fairness", "max_min_agnostic", "fifo"]
 
-# Per-job keys read every round for every active job, as C-level getters: a job's place in
-# arrival order, and what its rates depend on (hints: its types, ``required_types``).
-_arrival = attrgetter("submit_time", "id")
-_rates_key = attrgetter("id", "num_gpus", "model", "hints")
+# The fields of a job a round's job set is derived from (see ``_JobSet``), read every round
+# for every active job as one C-level getter: its place in arrival order (submit time, id)
+# and what its rates and steps depend on (hints: its types, ``required_types``).
+_fixed = attrgetter("id", "submit_time", "num_gpus", "model", "hints")
+
+
+@dataclass(frozen=True, eq=False)
+class _JobSet:
+    """What a round derives from its jobs' fixed fields (``_fixed``) alone, kept while they
+    stay the same: 94 % of 0e4a51's max-min rounds see the job set of the round before, and
+    sorting, rating and indexing its jobs again was a pass and a few arrays every round.
+    Compared by identity, so what is cached on it is cheap to look up."""
+
+    keys: list[tuple[Any, ...]]  # ``_fixed`` per job, in the order the round gave them
+    order: list[int]  # the round's jobs in arrival order, as indices into ``keys``
+    id_list: list[int]  # in arrival order
+    ids: frozenset[int]
+    gpus: list[int]  # per job, in arrival order (as the arrays below)
+    rates: np.ndarray  # jobs x types, 0 where a job cannot run
+    runs: np.ndarray  # rates > 0
+    runs_by_type: list[list[bool]]  # runs.T, as lists
+    steps: list[list[float]] | None  # steps/s per type (0: unknown); None: not counted
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job], keys: list[tuple[Any, ...]],
+           rates: Callable[[Job, tuple[Any, ...]], list[float]],
+           steps: Callable[[Job], list[float]] | None, n_types: int) -> _JobSet:
+        """The job set of ``jobs`` (``keys`` their fixed fields): ``rates`` gives a job's
+        rates by the job and its key, ``steps`` its steps/s."""
+        order = sorted(range(len(keys)), key=lambda i: (keys[i][1], keys[i][0]))
+        table = np.array([rates(jobs[i], keys[i]) for i in order],
+                         dtype=float).reshape(len(order), n_types)
+        ids = [keys[i][0] for i in order]
+        runs = table > 0
+        return cls(keys, order, ids, frozenset(ids), [keys[i][2] for i in order], table,
+                   runs, runs.T.tolist(),
+                   None if steps is None else [steps(jobs[i]) for i in order])
+
+    def ordered(self, jobs: Sequence[Job]) -> list[Job]:
+        """``jobs`` (the round's, in the order of ``keys``) in arrival order."""
+        return list(map(jobs.__getitem__, self.order))
 
 
 @dataclass
@@ -98,23 +136,48 @@ class _Epoch:
     deficit: dict[int, np.ndarray] = field(default_factory=dict)
     fifo: dict[int, int] = field(default_factory=dict)  # FIFO: job -> type index
     _table: tuple[dict[int, int], np.ndarray] | None = None  # see rows()
+    _standing: tuple[_JobSet, _Standing] | None = None  # see standing()
 
-    def rows(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:
-        """``share`` and ``deficit`` of ``jobs`` (jobs x types each; zeros for a job the
-        reset did not see): one index into a table built on the epoch's first round, instead
-        of arrays built from per-job rows every round."""
-        if self._table is None:
-            ids = list(self.share.keys() | self.deficit.keys())
-            zero = np.zeros(len(self.types))
-            table = np.zeros((len(ids) + 1, 2 * len(self.types)))  # the last row: unseen
-            for k, jid in enumerate(ids):
-                table[k] = np.concatenate([self.share.get(jid, zero),
-                                           self.deficit.get(jid, zero)])
-            self._table = ({jid: k for k, jid in enumerate(ids)}, table)
-        index, table = self._table
+    def rows(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``share`` and ``deficit`` of the jobs ``ids`` (jobs x types each; zeros for a job
+        the reset did not see): one index into a table built on the epoch's first round,
+        instead of arrays built from per-job rows every round."""
         n = len(self.types)
-        mine = table[[index.get(j.id, -1) for j in jobs]].reshape(len(jobs), 2 * n)
+        if self._table is None:
+            index = {jid: k for k, jid in enumerate(self.share.keys() | self.deficit.keys())}
+            table = np.zeros((len(index) + 1, 2 * n))  # the last row: unseen
+            for part, col in ((self.share, 0), (self.deficit, n)):
+                if part:  # one copy per part, not one per job
+                    table[[index[jid] for jid in part], col:col + n] = np.array(
+                        list(part.values()))
+            self._table = (index, table)
+        index, table = self._table
+        mine = table[[index.get(jid, -1) for jid in ids]].reshape(len(ids), 2 * n)
         return mine[:, :n], mine[:, n:]
+
+    def standing(self, js: _JobSet) -> _Standing:
+        """The epoch's ``_Standing`` over the job set ``js``, made once per job set: every
+        round of an epoch with the same jobs reads the same rows."""
+        kept = self._standing
+        if kept is None or kept[0] is not js:
+            share, deficit = self.rows(js.id_list)
+            kept = self._standing = (js, _Standing(
+                share, deficit, js.runs & (share > 0), -share.T, -deficit.T,
+                [jid in self.share for jid in js.id_list]))
+        return kept[1]
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """An epoch's allocation and deficits over one job set (arrival order), and what every
+    round derives from them alone."""
+
+    share: np.ndarray  # jobs x types
+    deficit: np.ndarray  # jobs x types
+    ranked: np.ndarray  # where a job has a priority: an allocation on a type it runs on
+    share_key: np.ndarray  # -share.T and -deficit.T: the per-type order's later keys
+    deficit_key: np.ndarray
+    allocated: list[bool]  # per job: the reset allocated it (it may run this epoch)
 
 
 @dataclass(frozen=True)
@@ -125,6 +188,7 @@ class _Round:
     types: list[str]
     capacity: np.ndarray  # usable GPUs per type
     largest: float  # the most usable GPUs of a type (0 without types)
+    js: _JobSet
     jobs: list[Job]
     rates: np.ndarray  # jobs x types, 0 where a job cannot run
     spent: np.ndarray  # jobs x types: initial_time + seconds run there since the reset
@@ -151,12 +215,6 @@ class _NodeFacts:
         index = {t: i for i, t in enumerate(types)}
         return cls(snapshot.nodes, snapshot.gpus, largest, types,
                    [t.casefold() for t in gpu_type], [index.get(t, -1) for t in gpu_type])
-
-
-def _whole(seconds: float, per_second: float) -> float:
-    """The time of the whole steps a job makes in ``seconds`` at ``per_second`` steps/s
-    (``seconds`` itself when its steps are unknown)."""
-    return math.floor(per_second * seconds) / per_second if per_second > 0 else seconds
 
 
 class _TypeClock:
@@ -195,10 +253,9 @@ class _TypeClock:
         self.dispatched = False  # the policy ran jobs in the round that began at ``now``
 
     def count(self, jobs: Sequence[Job], now: float, type_of_gpu: Sequence[int],
-              n_types: int, steps: Callable[[Job], Sequence[float]] | None = None
-              ) -> np.ndarray:
-        """The jobs' seconds per type up to ``now`` (jobs x types). ``steps``: a job's
-        steps/s on each type, when the throughput model knows them. Gavel
+              n_types: int, steps: Sequence[Sequence[float]] | None = None) -> np.ndarray:
+        """The jobs' seconds per type up to ``now`` (jobs x types). ``steps``: per job, its
+        steps/s on each type (0: unknown), when the throughput model knows them. Gavel
         credits a round's whole steps, ``int(steps/s * 360) / steps/s``, a fraction of a
         second under the round and different per job; its priorities break ties by that."""
         if now < self.now or n_types != self.n_types:
@@ -207,15 +264,29 @@ class _TypeClock:
             self.elapsed = 0.0
             self.busy_end = None
         last, self.now, self.n_types = self.now, now, n_types
-        spent, seen = self.spent, self.seen
-        rows = []
-        longest = -1.0  # the longest credit of a job that ran since ``last``
         # Gavel's round starts where the last round that ran jobs ended: after idle rounds,
         # the jobs of the first busy round are credited with the idle time too.
         start, busy_end = self.elapsed, self.busy_end  # Gavel's clock at ``last``
         idle = (start - busy_end if self.count_idle and busy_end is not None
                 and start > busy_end else 0.0)
-        for j in jobs:  # every active job, every round: its fields read once each
+        per_job = repeat([0.0] * n_types) if steps is None else steps
+        rows, longest = self._credit(jobs, per_job, last, now, idle, type_of_gpu)
+        self._advance(last, now, longest)
+        # flat: half the time of converting the nested rows
+        return np.fromiter(chain.from_iterable(rows), float,
+                           count=len(rows) * n_types).reshape(len(jobs), n_types)
+
+    def _credit(self, jobs: Sequence[Job], steps: Iterable[Sequence[float]], last: float,
+                now: float, idle: float, type_of_gpu: Sequence[int]
+                ) -> tuple[list[list[float]], float]:
+        """Add each running job's whole steps' time since it was last counted to its type
+        (and ``idle`` to the jobs that ran since ``last``). Returns every job's row and the
+        longest credit of a job that ran since ``last`` (-1: none)."""
+        spent, seen, n_types = self.spent, self.seen, self.n_types
+        rows = []
+        longest = -1.0
+        # every active job, every round, its fields read once (``steps`` may be endless)
+        for j, per_type in zip(jobs, steps, strict=False):
             jid, gpus, began = j.id, j.gpus, j.run_since
             row = spent.get(jid)
             if row is None:
@@ -226,13 +297,20 @@ class _TypeClock:
                     since = began
                 on = type_of_gpu[gpus[0]]  # -1: a type with no node up, not counted
                 if now > since and on >= 0:
-                    credit = _whole(now - since, steps(j)[on] if steps is not None else 0.0)
+                    credit, per_s = now - since, per_type[on]
+                    if per_s > 0:  # the time of its whole steps, without a call
+                        credit = math.floor(per_s * credit) / per_s
                     if since == last:
-                        longest = max(longest, credit)
+                        if credit > longest:
+                            longest = credit
                         credit += idle
                     row[on] += credit
                 seen[jid] = now
             rows.append(row)
+        return rows, longest
+
+    def _advance(self, last: float, now: float, longest: float) -> None:
+        """Gavel's clock from the round at ``last`` to the one at ``now``."""
         if last == -math.inf:
             self.elapsed = now
         elif now > last:
@@ -245,7 +323,6 @@ class _TypeClock:
             if longest >= 0 or self.dispatched:
                 self.busy_end = self.elapsed
         self.dispatched = False
-        return np.array(rows, dtype=float).reshape(len(jobs), n_types)
 
     def keep_only(self, ids: frozenset[int]) -> None:
         """Forget finished jobs."""
@@ -334,6 +411,7 @@ class GavelRounds(SchedulingBase):
         # capacities stay the same: computing them was a third of a round.
         self._rates: dict[tuple[object, ...], list[float]] = {}
         self._rates_for: tuple[object, ...] = ()
+        self._jobs: _JobSet | None = None  # the last round's job set (see _job_set)
         self._steps_of: dict[tuple[object, ...], list[float]] = {}  # see _steps
         self._nodes: _NodeFacts | None = None
         self.solve_times: list[float] = []  # seconds per allocation computed (benchmarks)
@@ -351,16 +429,15 @@ class GavelRounds(SchedulingBase):
         epoch = self._current_epoch(r)
         chosen = self._assign(r, epoch)
         types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
-        ranked = self._rank(r, chosen)
+        picked, rest = self._rank(r, chosen)
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
         # (A job larger than any type is not Gavel's to pick: it keeps what it holds, with
         # no type, so that as a victim it may restart across types.)
         largest = r.largest
-        stop = frozenset(j.id for j in ranked
-                         if j.running and j.id not in types and j.num_gpus <= largest)
-        self.clock.dispatched = bool(types) or any(j.running and j.id not in stop
-                                                   for j in ranked)
-        return Schedule(ranked, types=types, stop=stop, free_movers=True)
+        held = [j for j in rest if j.running]
+        stop = frozenset(j.id for j in held if j.num_gpus <= largest)
+        self.clock.dispatched = bool(types) or len(stop) < len(held)
+        return Schedule(picked + rest, types=types, stop=stop, free_movers=True)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
@@ -369,28 +446,41 @@ class GavelRounds(SchedulingBase):
         types = nodes.types
         usable = usable_gpus(snapshot)
         capacity = np.array([usable[t] for t in types], dtype=float)
-        ordered = sorted(jobs, key=_arrival)
+        js = self._job_set(jobs, model, nodes, capacity)
+        ordered = js.ordered(jobs)
+        spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types), js.steps)
+        return _Round(snapshot.now, types, capacity, max(capacity.tolist(), default=0.0),
+                      js, ordered, js.rates, spent, nodes.gpu_type)
+
+    def _job_set(self, jobs: Sequence[Job], model: ThroughputModel, nodes: _NodeFacts,
+                 capacity: np.ndarray) -> _JobSet:
+        """The round's ``_JobSet``: the last round's while its jobs' fixed fields, the
+        cluster's types and capacities and the throughput model are the same. Rates per job
+        are kept with those too (computing them was a third of a round), so a new job set
+        rates only its new jobs."""
         shape = (nodes, capacity.tobytes(), model)
         if shape != self._rates_for:
             self._rates, self._steps_of, self._rates_for = {}, {}, shape
-        cache = self._rates
-        rows = []
-        for j, key in zip(ordered, map(_rates_key, ordered), strict=True):
-            row = cache.get(key)
-            if row is None:
-                row = cache[key] = _rates(model, j, types, capacity, nodes.largest)
-            rows.append(row)
-        rates = np.array(rows, dtype=float).reshape(len(ordered), len(types))
-        steps = self._steps(model, types)
-        spent = self.clock.count(ordered, snapshot.now, nodes.type_of_gpu, len(types), steps)
-        return _Round(snapshot.now, types, capacity, max(capacity.tolist(), default=0.0),
-                      ordered, rates, spent, nodes.gpu_type)
+            self._jobs = None
+        keys = list(map(_fixed, jobs))
+        js = self._jobs
+        if js is None or js.keys != keys:
+            cache = self._rates
+
+            def rates(job: Job, key: tuple[Any, ...]) -> list[float]:
+                row = cache.get(key)
+                if row is None:
+                    row = cache[key] = _rates(model, job, nodes.types, capacity, nodes.largest)
+                return row
+
+            js = self._jobs = _JobSet.of(jobs, keys, rates, self._steps(model, nodes.types),
+                                         len(nodes.types))
+        return js
 
     def _steps(self, model: ThroughputModel, types: Sequence[str]
                ) -> Callable[[Job], list[float]] | None:
-        """A job's steps/s on each type (0: unknown), looked up only for the running jobs
-        the clock credits, for a throughput model that counts steps (Gavel's measured
-        steps/s); ``None`` for one that does not."""
+        """A job's steps/s on each type (0: unknown), for a throughput model that counts
+        steps (Gavel's measured steps/s); ``None`` for one that does not."""
         table = steps_model(model)
         if table is None:
             return None
@@ -424,7 +514,7 @@ class GavelRounds(SchedulingBase):
         e = self.epoch
         if e is not None and (r.now < e.at or e.types != tuple(r.types)):
             e = None  # a snapshot from before the last reset, or other types: another world
-        ids = frozenset(j.id for j in r.jobs)
+        ids = r.js.ids
         due = (e is None or e.at == 0.0
                or self.clock.elapsed - e.elapsed >= self.p.reset_interval)
         if e is None or (ids != e.jobs and due):
@@ -437,7 +527,7 @@ class GavelRounds(SchedulingBase):
         n_types = len(r.types)
         deficit = {}
         if old is not None:
-            share, owed_before = old.rows(r.jobs)
+            share, owed_before = old.rows(r.js.id_list)
             # time since the old reset, counted as the rounds count it (from initial_time);
             # summed in Gavel's order (_reset_time_run_so_far)
             had = r.spent - self.p.initial_time
@@ -464,14 +554,15 @@ class GavelRounds(SchedulingBase):
     def _max_min(self, r: _Round) -> dict[int, np.ndarray]:
         """Gavel's max-min LP over the jobs that run somewhere (unit throughputs for the
         heterogeneity-agnostic policy)."""
-        rows = [i for i in range(len(r.jobs)) if r.rates[i].max() > 0]
-        if not rows:
+        rows = np.flatnonzero(r.rates.max(axis=1, initial=0.0) > 0)
+        if not len(rows):
             return {}
         thr = r.rates[rows] if self.p.allocation == "max_min_fairness" else np.ones(
             (len(rows), len(r.types)))
-        gpus = np.array([r.jobs[i].num_gpus for i in rows], dtype=float)
+        gpus = np.array(r.js.gpus, dtype=float)[rows]
         x = allocate(thr, gpus, r.capacity, "max_min_fairness", gavel_lp=True)
-        return {r.jobs[i].id: x[k] for k, i in enumerate(rows)}
+        ids = r.js.id_list
+        return {ids[i]: x[k] for k, i in enumerate(rows.tolist())}
 
     def _fifo(self, r: _Round, old: _Epoch | None) -> dict[int, int]:
         """FIFO's types, over the types in name order as Gavel sorts them."""
@@ -488,32 +579,33 @@ class GavelRounds(SchedulingBase):
         allocation), ties by arrival, take the type's GPUs while they fit. Returns job index
         -> type index, in order of assignment, for the jobs of the allocation."""
         n_types = r.rates.shape[1]
-        share, deficit = e.rows(r.jobs)
+        s = e.standing(r.js)
         since = r.spent
-        runs = r.rates > 0
-        prio = np.where(runs & (share > 0),
-                        share / np.where(since > 0, since, 1e-9), 0.0)
-        gpus = [j.num_gpus for j in r.jobs]
+        if self.p.initial_time <= 0:  # else every count starts there: none is 0
+            since = np.where(since > 0, since, 1e-9)
+        prio = np.where(s.ranked, s.share / since, 0.0)
+        gpus = r.js.gpus
         type_order = self._type_order(r.now, n_types)
         # FIFO: a job with no allocation on a type does not fill it
-        may = runs & (prio > 0) if self.p.allocation == "fifo" else runs
+        may = ((r.js.runs & (prio > 0)).T.tolist() if self.p.allocation == "fifo"
+               else r.js.runs_by_type)
         chosen: dict[int, int] = {}
         # Every type's order in one stable sort (ties stay in arrival order): row t ranks
-        # the jobs for type t.
-        ranked_by_type = np.lexsort((-share.T, -deficit.T, -prio.T))
+        # the jobs for type t. Plain lists: numpy scalars and per-type masks are slow here.
+        ranked_by_type = np.lexsort((s.share_key, s.deficit_key, -prio.T)).tolist()
+        capacity = r.capacity.tolist()
         for t in type_order:
-            ranked = ranked_by_type[t]
-            left = float(r.capacity[t])
-            for i in ranked[may[ranked, t]].tolist():  # plain ints: numpy scalars are slow
+            left, fills = capacity[t], may[t]
+            for i in ranked_by_type[t]:
                 if left <= 0:
                     break
-                if i not in chosen and gpus[i] <= left:
+                if fills[i] and i not in chosen and gpus[i] <= left:
                     chosen[i] = t
                     left -= gpus[i]
         # A job that arrived since the reset is counted on its type, but Gavel gives workers
         # only to jobs of the allocation: it waits for the next reset, its GPUs left idle.
-        share_of = e.share
-        return {i: t for i, t in chosen.items() if r.jobs[i].id in share_of}
+        allocated = s.allocated
+        return {i: t for i, t in chosen.items() if allocated[i]}
 
     def _type_order(self, now: float, n_types: int) -> list[int]:
         """The order in which this round fills types: ``type_order``, shuffled by Gavel's
@@ -527,22 +619,23 @@ class GavelRounds(SchedulingBase):
             self._shuffled = (now, order)
         return order
 
-    def _rank(self, r: _Round, chosen: dict[int, int]) -> list[Job]:
-        """The round engine's order: running jobs that keep their type, then the jobs
-        starting or changing type in Gavel's order of assignment, then running jobs Gavel
-        did not pick (the ones that make room) and jobs that fit no single type."""
+    def _rank(self, r: _Round, chosen: dict[int, int]) -> tuple[list[Job], list[Job]]:
+        """The round engine's order, in two parts: the jobs Gavel picked (running jobs that
+        keep their type, then the jobs starting or changing type in Gavel's order of
+        assignment), and the rest: running jobs Gavel did not pick (the ones that make room)
+        and jobs that fit no single type."""
         jobs, gpu_type = r.jobs, r.gpu_type
         folded = [t.casefold() for t in r.types]
         stay: list[Job] = []
         come: list[Job] = []
-        rest: list[Job] = []
         for i, t in chosen.items():
             j, want = jobs[i], folded[t]
-            kept = j.gpus and all(gpu_type[g] == want for g in j.gpus)
+            gpus = j.gpus  # most jobs hold one GPU: its type alone, without a generator
+            kept = gpus and gpu_type[gpus[0]] == want and (
+                len(gpus) == 1 or all(gpu_type[g] == want for g in gpus))
             (stay if kept else come).append(j)
         too_big = r.largest
-        for i, j in enumerate(jobs):
-            if i not in chosen and (j.running or j.num_gpus > too_big):
-                rest.append(j)
+        rest = [j for i, j in enumerate(jobs)
+                if i not in chosen and (j.running or j.num_gpus > too_big)]
         rest.sort(key=lambda j: not j.running)
-        return stay + come + rest
+        return stay + come, rest
