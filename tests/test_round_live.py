@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_round import COMPS, snapshots
 
 from blox_slurm.core import round as round_module
-from blox_slurm.core.abstractions import PreemptionBase
+from blox_slurm.core.abstractions import PreemptionBase, Ranked
 from blox_slurm.core.composition import build
 from blox_slurm.core.ledger import Ledger
 from blox_slurm.core.registry import register
@@ -66,6 +66,20 @@ def test_candidates_below_a_rank_are_the_running_jobs_not_yet_out(case) -> None:
                 assert live.leave(job, rank[job.id]) == rank[job.id]
     for pos in range(len(order) + 1):
         assert live.below(pos) == definition(pos)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=30))
+def test_an_index_built_from_a_ranked_order_is_the_one_built_from_the_plain_order(kinds) -> None:
+    """A :class:`Ranked` order (the service index's) gives its pending positions and running
+    jobs instead of a pass over the order: the same candidates below every rank."""
+    order = [running(i, (i,), since=0.0) if run else pending(i) for i, run in enumerate(kinds)]
+    ranked = Ranked()
+    ranked += order
+    ranked.pending_at = [i for i, j in enumerate(order) if not j.gpus]
+    ranked.running = [j for j in order if j.gpus]
+    fast, plain = _Live(ranked, Ledger()), _Live(order, Ledger())
+    assert fast.pos == plain.pos and fast.jobs == plain.jobs
 
 
 def test_an_index_built_after_a_move_leaves_the_moved_job_out() -> None:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blox_slurm import loading
+from blox_slurm.core.abstractions import Ranked
 from blox_slurm.core.model import Job, JobState
 from blox_slurm.core.service_index import ServiceIndex
 from blox_slurm.policies.scheduling.las import Las, by_service
@@ -54,6 +55,9 @@ def _check(index: ServiceIndex, running: dict[int, Job], waiting: dict[int, Job]
     got = index.order(jobs, tuple(waiting.values()), now)
     if got is not None:
         assert [j.id for j in got] == [j.id for j in by_service(jobs, now)]
+    if isinstance(got, Ranked):  # where the waiting jobs are, and the running ones between
+        assert got.pending_at == [i for i, j in enumerate(got) if not j.gpus]
+        assert got.running == [j for j in got if j.gpus]
     return got
 
 

@@ -46,7 +46,7 @@ from dataclasses import replace
 from itertools import compress, filterfalse
 from operator import attrgetter, not_
 
-from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
+from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
 from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
@@ -71,7 +71,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     """The round's decisions. ``explain`` fills ``Decisions.reasons`` from the round's ledger
     (it changes nothing else). ``rank_all=False`` is for a world that never reads
     ``Decisions.order`` (the simulator): the engine may then rank only the pending jobs (see
-    :func:`_pending_only`), and ``order`` lists just those."""
+    :func:`_pending_only`), and ``order`` lists just those, in rank order, whichever way the
+    round went (a thousand running jobs' ids are not gathered for nobody)."""
     comp, state = comp.for_round(snapshot)
     view = comp.cluster.manage(snapshot)
     forced = _forced(snapshot, view)
@@ -90,14 +91,17 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     for job in forced.values():
         free.give(job.gpus)
     ledger = Ledger(forced=tuple(forced))
-    _Walk(snapshot, comp, schedule, free, ledger).run()
+    walk = _Walk(snapshot, comp, schedule, free, ledger)
+    walk.run()
+    ranked = (schedule.order if rank_all or explain
+              else list(map(schedule.order.__getitem__, walk.pending_pos)))
     start, stop, move = ledger.decisions()
     reasons = ledger.reasons(schedule.order, schedule.gpus, schedule.types,
                              [j.id for j in waiting if j.id not in admitted],
                              comp.config.get("admission", {}).get("policy", "")
                              ) if explain else {}
     return Decisions(admit=admit, start=start, stop=stop, move=move,
-                     order=tuple(map(_id, schedule.order)), drain=view.drain, flag=view.flag,
+                     order=tuple(map(_id, ranked)), drain=view.drain, flag=view.flag,
                      marks=schedule.marks, state=state, reasons=reasons,
                      composition=comp.name)
 
@@ -159,6 +163,7 @@ class _Walk:
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
         self.resized = _resized(self.order, self.alloc)  # running job -> its other count
         self._held: dict[int, frozenset[str]] = {}  # running job -> the nodes of its GPUs
+        self.pending_pos = _pending_positions(self.order)
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
         return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
@@ -167,8 +172,7 @@ class _Walk:
         """Walk the pending jobs and the running ones the scheduler wants on another type,
         in rank order (running ones keep their GPUs otherwise: walking only these keeps a
         round cheap when hundreds run)."""
-        order, free, ledger = self.order, self.free, self.ledger
-        pending_pos = list(compress(range(len(order)), map(not_, map(_gpus, order))))
+        order, free, ledger, pending_pos = self.order, self.free, self.ledger, self.pending_pos
         n_running = len(order) - len(pending_pos)
         move_pos = self._movers()
         if self.unscheduled or (self.free_movers and move_pos):
@@ -395,6 +399,24 @@ class _Walk:
                     self.ledger.restart(v.id, gpus)
 
 
+def _pending_positions(order: Sequence[Job]) -> list[int]:
+    """The rank positions of the pending jobs of ``order`` (a :class:`Ranked` one says)."""
+    if isinstance(order, Ranked):
+        return order.pending_at
+    return list(compress(range(len(order)), map(not_, map(_gpus, order))))
+
+
+def _others(n: int, skip: list[int]) -> list[int]:
+    """``range(n)`` less the ascending positions ``skip``, built from runs of ranges."""
+    out: list[int] = []
+    lo = 0
+    for i in skip:
+        out += range(lo, i)
+        lo = i + 1
+    out += range(lo, n)
+    return out
+
+
 class _Live:
     """The running jobs of a walk's order that no decision has yet taken off their GPUs, in
     rank order: preemption's candidates are a slice of it. Kept up to date as jobs are
@@ -408,8 +430,11 @@ class _Live:
                  ) -> None:
         """Made on the walk's first need (most rounds never stop a job for another): less
         the jobs moved or stopped by then and those ``paused`` off their GPUs."""
-        pos = list(compress(range(len(order)), map(_gpus, order)))
-        jobs = list(map(order.__getitem__, pos))
+        if isinstance(order, Ranked):
+            pos, jobs = _others(len(order), order.pending_at), order.running[:]
+        else:
+            pos = list(compress(range(len(order)), map(_gpus, order)))
+            jobs = list(map(order.__getitem__, pos))
         if ledger.moves or ledger.stopped or paused:
             kept = [i for i, j in enumerate(jobs) if not (ledger.out(j.id) or j.id in paused)]
             pos, jobs = [pos[i] for i in kept], [jobs[i] for i in kept]
