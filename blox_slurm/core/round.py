@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from itertools import compress, filterfalse
+from itertools import compress, filterfalse, islice
 from operator import attrgetter, not_
+from typing import overload
 
 from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
@@ -91,7 +92,7 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     for job in forced.values():
         free.give(job.gpus)
     ledger = Ledger(forced=tuple(forced))
-    walk = _Walk(snapshot, comp, schedule, free, ledger)
+    walk = _Walk(snapshot, comp, schedule, free, ledger, explain)
     walk.run()
     ranked = (schedule.order if rank_all or explain
               else list(map(schedule.order.__getitem__, walk.pending_pos)))
@@ -151,8 +152,10 @@ class _Walk:
     pool is the walk's working copy (the snapshot's is never touched)."""
 
     def __init__(self, snapshot: ClusterSnapshot, comp: Composition, schedule: Schedule,
-                 free: FreeGpus, ledger: Ledger) -> None:
+                 free: FreeGpus, ledger: Ledger, explain: bool = False) -> None:
+        """``explain``: walk every pending job, so each that did not fit says with what."""
         self.snapshot, self.comp, self.free, self.ledger = snapshot, comp, free, ledger
+        self.explain = explain
         self.order, self.types, self.alloc = schedule.order, schedule.types, schedule.gpus
         self.unscheduled, self.free_movers = schedule.stop, schedule.free_movers
         self.paused: dict[int, Job] = {}  # left their GPUs before the walk, not placed again
@@ -189,7 +192,8 @@ class _Walk:
             is_move = bool(job.gpus)
             running_below = n_running - (pos - k) - is_move
             k += not is_move
-            if free.count == 0 and running_below <= 0 and not self.resized:
+            if free.count == 0 and not self.resized and (
+                    running_below <= 0 or self._all_stopped_below(pos)):
                 break  # nothing is free and nothing below can be stopped: no later job starts
             if ledger.blocker is not None:
                 continue
@@ -201,6 +205,15 @@ class _Walk:
             self.spare_victims(len(order))
         if self.paused:
             self.resume()
+
+    def _all_stopped_below(self, pos: int) -> bool:
+        """The running jobs ranked below ``pos`` are all stopped or moved already (known once
+        a search for victims ran). With nothing free, no later job can then start, move, or
+        restart as a victim: each would fail for want of anyone below it to stop. In a full
+        LAS cluster the requeued jobs wait at the bottom of the order, two thirds of the
+        pending jobs a preempting round walked, each failing its search."""
+        live = self._live
+        return live is not None and not self.explain and not live.any_below(pos)
 
     def pause(self, move_pos: Sequence[int]) -> None:
         """Before the walk, stop the running jobs the scheduler does not run this round
@@ -348,14 +361,15 @@ class _Walk:
         def fits(trial: FreeView) -> bool:
             return _place(comp, snapshot, types, job, want, trial, booked) is not None
 
-        victims = self.preemption.victims(job, candidates, self.free, want, fits)
+        # a list of its own: the live list behind the candidates changes below
+        victims = list(self.preemption.victims(job, candidates, self.free, want, fits))
         for v in victims:
             self.ledger.stop(v.id, job.id)
             self.free.give(v.gpus)
             heapq.heappush(self.victims_due, (live.leave(v), v))
         return bool(victims)
 
-    def _on_its_types(self, job: Job, candidates: list[Job]) -> list[Job]:
+    def _on_its_types(self, job: Job, candidates: Sequence[Job]) -> Sequence[Job]:
         """The candidates holding a GPU of a type ``job`` may use. Stopping any other frees
         nothing it can take, so a policy that spares the victims it did not need would spare
         it again: leaving them out gives the same victims in fewer, smaller trials (a Gavel
@@ -385,15 +399,17 @@ class _Walk:
         free set), and a victim whose GPUs nobody used then keeps running. One whose GPUs
         were used restarts at once (a move) on GPUs left over or, failing that, on GPUs of
         jobs ranked below it, which it may stop in turn exactly as a pending job of its rank
-        would: so the next round has nothing left to undo. Otherwise it waits, pending."""
+        would: so the next round has nothing left to undo. Otherwise it waits, pending.
+        (With nothing free and nobody left below it, the search is not made: it would find
+        nothing, for each of a full LAS cluster's victims.)"""
         free, node_of, due = self.free, self.snapshot.gpus, self.victims_due
         while due and due[0][0] < upto:
             at, v = heapq.heappop(due)
-            if all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
+            if free.count and all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
                 self.ledger.spare(v.id)
                 free.take(v.gpus)
                 self.live().back(v, at)
-            else:
+            elif free.count or self.live().any_below(at):
                 gpus = self.relocate(v, at)
                 if gpus is not None:
                     self.ledger.restart(v.id, gpus)
@@ -440,9 +456,14 @@ class _Live:
             pos, jobs = [pos[i] for i in kept], [jobs[i] for i in kept]
         self.order, self.pos, self.jobs = order, pos, jobs
 
-    def below(self, rank: int) -> list[Job]:
-        """Those ranked below position ``rank``, highest first."""
-        return self.jobs[bisect.bisect_right(self.pos, rank):]
+    def below(self, rank: int) -> Sequence[Job]:
+        """Those ranked below position ``rank``, highest first: a view, valid until the
+        next change."""
+        return _Tail(self.jobs, bisect.bisect_right(self.pos, rank))
+
+    def any_below(self, rank: int) -> bool:
+        """Whether any is ranked below position ``rank``."""
+        return bool(self.pos) and self.pos[-1] > rank
 
     def leave(self, job: Job, at: int | None = None) -> int:
         """``job`` (at rank position ``at``, if known) is stopped or moves: no longer a
@@ -471,6 +492,40 @@ class _Live:
             if other.id == job.id and other.gpus:
                 return i
         raise ValueError(f"preemption chose job {job.id}, which is not running")
+
+
+class _Tail(Sequence[Job]):
+    """``jobs[lo:]`` without the copy: preemption takes its victims from the lowest-ranked
+    end, mostly one, and copying the thousand running jobs above them for each waiting job
+    of a preempting round cost more than the search."""
+
+    __slots__ = ("jobs", "lo")
+
+    def __init__(self, jobs: list[Job], lo: int) -> None:
+        self.jobs, self.lo = jobs, lo
+
+    def __len__(self) -> int:
+        return len(self.jobs) - self.lo
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Job]: ...
+
+    def __getitem__(self, i: int | slice) -> Job | list[Job]:
+        if isinstance(i, slice):
+            return self.jobs[self.lo:][i]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("candidate index out of range")
+        return self.jobs[self.lo + i % n]
+
+    def __iter__(self) -> Iterator[Job]:
+        return islice(self.jobs, self.lo, None)
+
+    def __reversed__(self) -> Iterator[Job]:
+        return islice(reversed(self.jobs), len(self))
 
 
 def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterView,
