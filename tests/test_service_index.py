@@ -5,6 +5,7 @@ of starts, stops and rounds, and an answer only where it is exact."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from _core_helpers import comp
@@ -134,3 +135,18 @@ def test_las_with_the_index_simulates_as_without_it(cfg) -> None:
 
 def test_the_bundled_las_compositions_read_the_index() -> None:
     assert loading.load("las").scheduling.reads_service_index is True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_service | st.just(math.nan), st.sampled_from([0.0, 60.0])),
+                max_size=40), st.permutations(range(40)))
+def test_waiting_jobs_alone_rank_as_the_keyed_sort_ranks_them(rows, ids) -> None:
+    """``by_service`` of jobs none of which runs (a pending-only round) sorts their keys read
+    in C loops: the order of the per-job key's sort, ties and NaN included."""
+    jobs = [Job(jid, submit, 1, attained_base=base)
+            for jid, (base, submit) in zip(ids, rows, strict=False)]
+
+    def key(j: Job) -> tuple[float, float, int]:
+        return j.attained_base, j.submit_time, j.id
+
+    assert [j.id for j in by_service(jobs, 1e6)] == [j.id for j in sorted(jobs, key=key)]
