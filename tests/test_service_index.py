@@ -150,3 +150,40 @@ def test_waiting_jobs_alone_rank_as_the_keyed_sort_ranks_them(rows, ids) -> None
         return j.attained_base, j.submit_time, j.id
 
     assert [j.id for j in by_service(jobs, 1e6)] == [j.id for j in sorted(jobs, key=key)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["wait", "start", "replace"]), st.integers(0, 15),
+                          _service | st.just(math.nan), st.sampled_from([0.0, 60.0])),
+                max_size=60))
+def test_the_waiting_jobs_kept_rank_as_their_sort_after_any_waits_and_starts(ops) -> None:
+    """The waiting jobs a world keeps in the index (:meth:`ServiceIndex.wait`, ``unwait``,
+    a record replaced as an admission does) rank as the plain sort ranks them, alone and
+    merged with no running jobs; an odd base (a fraction, NaN) gets no answer."""
+    index = ServiceIndex()
+    waiting: dict[int, Job] = {}
+    for op, jid, base, submit in ops:
+        if op == "wait" and jid not in waiting:
+            waiting[jid] = Job(jid, submit, 1, attained_base=base)
+            index.wait(waiting[jid])
+        elif op == "start" and jid in waiting:
+            index.unwait(waiting.pop(jid))
+        elif op == "replace" and jid in waiting:
+            new = dataclasses.replace(waiting[jid], admitted=True)
+            index.unwait(waiting[jid])
+            index.wait(new)
+            waiting[jid] = new
+        pending = tuple(waiting.values())
+        index.seal(pending, pending)
+        plain = by_service(pending, 300.0)
+        got = index.waiting_order(pending)
+        odd = any(not (b == b and float(b).is_integer() and abs(b) < 2**50)
+                  for b in (j.attained_base for j in pending))
+        assert (got is None) == odd
+        if got is not None:
+            assert len(got) == len(plain) and all(a is b for a, b in zip(got, plain, strict=True))
+        full = index.order(pending, pending, 300.0)
+        if full is not None:
+            assert [j.id for j in full] == [j.id for j in plain]
+        if pending:  # another snapshot's pending jobs (the empty tuple is one object)
+            assert index.waiting_order(tuple(waiting.values())) is None
