@@ -540,9 +540,7 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
     the hundreds of running jobs is only needed when someone does not fit (preemption,
     strict order). The common round of a cluster with spare GPUs then costs O(pending).
     """
-    queue: Sequence[Job] = [j for j in pending if j.admitted or j.id in admitted]
-    if len(queue) == len(pending):
-        queue = pending  # the snapshot's own: a world's index may keep it ranked (LAS)
+    queue = [j for j in pending if j.admitted or j.id in admitted]
     schedule = comp.scheduling.order(_managed(snapshot, view), queue)
     if schedule.stop:
         return None  # the walk stops them

@@ -47,14 +47,6 @@ class ServiceIndex:
         self.later: dict[int, float] = {}  # job id -> when its run begins, if after its add
         self.inexact: set[int] = set()  # job ids whose service is off the exact grid
         self.sealed: Sequence[Job] | None = None
-        # The waiting jobs by (base, submit time, id, job), for a world that keeps them here
-        # too (:meth:`wait`, :meth:`unwait`): a waiting job's key does not move, so a round
-        # need not sort them. ``odd``: the ids of those whose base is not a whole number
-        # below the bound (NaN among them), kept out of the list, which is then not used;
-        # ``queue``: the snapshot's pending jobs it agrees with.
-        self.waiting: list[Entry] = []
-        self.odd: set[int] = set()
-        self.queue: Sequence[Job] | None = None
 
     def add(self, job: Job, now: float) -> None:
         """``job``'s record runs, as the world keeps it from ``now`` on."""
@@ -84,38 +76,10 @@ class ServiceIndex:
         if self.later:
             self.later.pop(job.id, None)
 
-    def wait(self, job: Job) -> None:
-        """``job``'s record waits (it holds no GPUs)."""
-        self.queue = None
-        if not _exact(job.attained_base):
-            self.odd.add(job.id)
-            return
-        entry = (job.attained_base, job.submit_time, job.id, job)
-        self.waiting.insert(bisect.bisect_left(self.waiting, entry[:3]), entry)
-
-    def unwait(self, job: Job) -> None:
-        """``job``: the waiting record that was added, now running or replaced."""
-        self.queue = None
-        if job.id in self.odd:
-            self.odd.discard(job.id)
-            return
-        at = bisect.bisect_left(self.waiting, (job.attained_base, job.submit_time, job.id))
-        if at == len(self.waiting) or self.waiting[at][3] is not job:
-            raise ValueError(f"job {job.id}'s record does not wait in the index")  # a world's bug
-        del self.waiting[at]
-
-    def seal(self, jobs: Sequence[Job], pending: Sequence[Job] | None = None) -> None:
+    def seal(self, jobs: Sequence[Job]) -> None:
         """The index agrees with ``jobs`` (a snapshot's: its running jobs are the index's)
-        and, if given, its waiting jobs with ``pending`` (the world keeps them here), until
-        it next changes."""
-        self.sealed, self.queue = jobs, pending
-
-    def waiting_order(self, pending: Sequence[Job]) -> list[Job] | None:
-        """``pending`` (the sealed ones) by base, submit time and id, as a sort of them
-        would rank them; ``None`` when the index does not keep them, or a base is odd."""
-        if pending is not self.queue or self.odd:
-            return None
-        return list(map(_job, self.waiting))
+        until it next changes."""
+        self.sealed = jobs
 
     def order(self, jobs: Sequence[Job], pending: Sequence[Job], now: float) -> list[Job] | None:
         """``jobs`` (the sealed ones: ``pending``, which hold no GPUs and so are ranked by
@@ -131,14 +95,11 @@ class ServiceIndex:
         runs = {g: keys for g, keys in self.groups.items() if keys}
         if max(runs, default=0) * abs(now) >= _BOUND:
             return None
-        if pending is self.queue and not self.odd:  # kept sorted, every key exact
-            keys, waiting = [], self.waiting
-        else:
-            keys = list(map(_base, pending))
-            if any(map(ne, keys, keys)):
-                return None  # NaN: a plain sort ranks it where it happens to be
-            waiting = sorted(zip(keys, map(_submit, pending), map(_id, pending), pending,
-                                 strict=True))
+        keys = list(map(_base, pending))
+        if any(map(ne, keys, keys)):
+            return None  # NaN: a plain sort ranks it where it happens to be
+        waiting = sorted(zip(keys, map(_submit, pending), map(_id, pending), pending,
+                             strict=True))
         if len(runs) == 1 and _all_exact(keys):
             ((g, running),) = runs.items()
             return _gallop(waiting, running, self.members[g], g * now)

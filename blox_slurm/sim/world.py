@@ -88,7 +88,6 @@ class World:
     def arrive(self, job: Job) -> None:
         self._enter(job)
         self.queued[job.id] = job
-        self._waits(None, job)
 
     def _enter(self, job: Job) -> None:
         self.active[job.id] = job
@@ -143,12 +142,12 @@ class World:
             queued = self.queued
             self.queued = {jid: queued[jid] for jid in sorted(queued, key=self._seq.__getitem__)}
             self._requeued = False
-        jobs, pending = tuple(self.active.values()), tuple(self.queued.values())
+        jobs = tuple(self.active.values())
         if self.by_service is not None:
-            self.by_service.seal(jobs, pending)
+            self.by_service.seal(jobs)
         return ClusterSnapshot(t, self.nodes, self.gpus, jobs,
                                throughput=throughput, usage=self.usage.at(t), free=self.free,
-                               pending=pending, state=dict(self.state),
+                               pending=tuple(self.queued.values()), state=dict(self.state),
                                by_service=self.by_service)
 
     def apply(self, d: Decisions, t: float) -> None:
@@ -181,7 +180,6 @@ class World:
             self._ran(self.active[job.id], job, t)
         self.active[job.id] = job
         if job.id in self.queued:
-            self._waits(self.queued[job.id], job)
             self.queued[job.id] = job
 
     def _ran(self, old: Job | None, new: Job | None, t: float) -> None:
@@ -193,16 +191,6 @@ class World:
                 index.remove(old)
             if new is not None:
                 index.add(new, t)
-
-    def _waits(self, old: Job | None, new: Job | None) -> None:
-        """A waiting job's record ``old`` goes (it starts or was replaced) and ``new`` waits:
-        the index's waiting jobs follow."""
-        index = self.by_service
-        if index is not None:
-            if old is not None:
-                index.unwait(old)
-            if new is not None:
-                index.wait(new)
 
     def _stop(self, jid: int, t: float) -> None:
         """A stop; one before the job's run began (within its start latency) undoes the
@@ -227,10 +215,8 @@ class World:
         work = None
         if curve is not None and job.work_since is not None:
             work = curve.work_after(job.work_base, max(0.0, ran - job.work_since))
-        self.active[jid] = self.queued[jid] = waiting = (
+        self.active[jid] = self.queued[jid] = (
             transitions.preempt(job, ran, stopping, work) if begun else transitions.unstart(job))
-        if self.by_service is not None:  # as below
-            self._waits(None, waiting)
         self._requeued = True
 
     def _start(self, jid: int, gpus: tuple[int, ...], t: float) -> None:
@@ -239,8 +225,6 @@ class World:
         rate = self._rate(job, gpus, t)
         self.busy += len(gpus)
         del self.queued[job.id]
-        if self.by_service is not None:  # as in _stop
-            self._waits(job, None)
         cfg = self.cfg
         latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
         handover = cfg.handover_latency if job.id in self._handed else None

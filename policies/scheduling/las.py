@@ -25,12 +25,9 @@ class Las(SchedulingBase):
     def order(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> Schedule:
         index, pending, now = snapshot.by_service, snapshot.pending, snapshot.now
         # The index merges the waiting jobs into the running ones it keeps sorted: the
-        # same order, without keying a thousand running jobs every round. It keeps the
-        # waiting jobs sorted too, for a round that ranks them alone.
-        ordered = None
-        if index is not None and pending is not None:
-            ordered = (index.waiting_order(pending) if jobs is pending
-                       else index.order(jobs, pending, now))
+        # same order, without keying a thousand running jobs every round.
+        ordered = (index.order(jobs, pending, now)
+                   if index is not None and pending is not None else None)
         return Schedule(by_service(jobs, now) if ordered is None else ordered)
 
 
