@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_round import COMPS, snapshots
 
 from blox_slurm.core import round as round_module
-from blox_slurm.core.abstractions import PreemptionBase
+from blox_slurm.core.abstractions import PreemptionBase, Ranked
 from blox_slurm.core.composition import build
 from blox_slurm.core.ledger import Ledger
 from blox_slurm.core.registry import register
@@ -47,7 +47,8 @@ def test_candidates_below_a_rank_are_the_running_jobs_not_yet_out(case) -> None:
 
     for op, arg in ops:
         if op == "below":
-            assert live.below(arg) == definition(arg)
+            assert _read(live.below(arg)) == definition(arg)
+            assert live.any_below(arg) == bool(definition(arg))
             continue
         pick = [j for j in order if j.gpus and not ledger.out(j.id)]
         if op == "spare":
@@ -65,7 +66,48 @@ def test_candidates_below_a_rank_are_the_running_jobs_not_yet_out(case) -> None:
                 ledger.move(job.id, job.gpus)
                 assert live.leave(job, rank[job.id]) == rank[job.id]
     for pos in range(len(order) + 1):
-        assert live.below(pos) == definition(pos)
+        assert _read(live.below(pos)) == definition(pos)
+
+
+def _read(view) -> list:
+    """The candidates of a view (``_Live.below``), read every way a preemption policy may:
+    iterated, reversed, indexed from either end, sliced."""
+    jobs = list(view)
+    n = len(view)
+    assert len(jobs) == n and list(reversed(view)) == jobs[::-1]
+    assert [view[i] for i in range(n)] == jobs == [view[i - n] for i in range(n)]
+    assert view[1:] == jobs[1:] and view[::-1] == jobs[::-1]
+    for bad in (n, -n - 1):
+        with pytest.raises(IndexError):
+            view[bad]
+    return jobs
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=30))
+def test_an_index_built_from_a_ranked_order_is_the_one_built_from_the_plain_order(kinds) -> None:
+    """A :class:`Ranked` order (the service index's) gives its pending positions and running
+    jobs instead of a pass over the order: the same candidates below every rank."""
+    order = [running(i, (i,), since=0.0) if run else pending(i) for i, run in enumerate(kinds)]
+    ranked = Ranked()
+    ranked += order
+    ranked.pending_at = [i for i, j in enumerate(order) if not j.gpus]
+    ranked.running = [j for j in order if j.gpus]
+    fast, plain = _Live(ranked, Ledger()), _Live(order, Ledger())
+    assert fast.pos == plain.pos and fast.jobs == plain.jobs
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_the_walk_stops_early_only_where_no_later_job_could_start(s) -> None:
+    """Without ``explain`` the walk stops once nothing is free and every running job ranked
+    below has been stopped (``_Walk._all_stopped_below``); walking on, as ``explain`` does to
+    say why each job waits, decides the same round."""
+    for name, c in COMPS.items():
+        for rank_all in (True, False):
+            quick = decide(s, c, rank_all=rank_all)
+            full = decide(s, c, explain=True, rank_all=rank_all)
+            assert replace(quick, reasons={}, order=()) == replace(full, reasons={}, order=()), name
 
 
 def test_an_index_built_after_a_move_leaves_the_moved_job_out() -> None:
@@ -94,6 +136,9 @@ class _Recomputed:
     def below(self, rank: int) -> list:
         return [j for j in self.order[rank + 1:]
                 if j.gpus and not (self.ledger.out(j.id) or j.id in self.paused)]
+
+    def any_below(self, rank: int) -> bool:
+        return bool(self.below(rank))
 
     def leave(self, job, at: int | None = None) -> int:
         return self.rank[job.id]

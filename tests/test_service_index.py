@@ -5,6 +5,7 @@ of starts, stops and rounds, and an answer only where it is exact."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from _core_helpers import comp
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blox_slurm import loading
+from blox_slurm.core.abstractions import Ranked
 from blox_slurm.core.model import Job, JobState
 from blox_slurm.core.service_index import ServiceIndex
 from blox_slurm.policies.scheduling.las import Las, by_service
@@ -54,6 +56,9 @@ def _check(index: ServiceIndex, running: dict[int, Job], waiting: dict[int, Job]
     got = index.order(jobs, tuple(waiting.values()), now)
     if got is not None:
         assert [j.id for j in got] == [j.id for j in by_service(jobs, now)]
+    if isinstance(got, Ranked):  # where the waiting jobs are, and the running ones between
+        assert got.pending_at == [i for i, j in enumerate(got) if not j.gpus]
+        assert got.running == [j for j in got if j.gpus]
     return got
 
 
@@ -130,3 +135,18 @@ def test_las_with_the_index_simulates_as_without_it(cfg) -> None:
 
 def test_the_bundled_las_compositions_read_the_index() -> None:
     assert loading.load("las").scheduling.reads_service_index is True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_service | st.just(math.nan), st.sampled_from([0.0, 60.0])),
+                max_size=40), st.permutations(range(40)))
+def test_waiting_jobs_alone_rank_as_the_keyed_sort_ranks_them(rows, ids) -> None:
+    """``by_service`` of jobs none of which runs (a pending-only round) sorts their keys read
+    in C loops: the order of the per-job key's sort, ties and NaN included."""
+    jobs = [Job(jid, submit, 1, attained_base=base)
+            for jid, (base, submit) in zip(ids, rows, strict=False)]
+
+    def key(j: Job) -> tuple[float, float, int]:
+        return j.attained_base, j.submit_time, j.id
+
+    assert [j.id for j in by_service(jobs, 1e6)] == [j.id for j in sorted(jobs, key=key)]

@@ -184,6 +184,22 @@ class Schedule:
     free_movers: bool = False
 
 
+class Ranked(list[Job]):
+    """A scheduler's order (``Schedule.order``) that also says which positions hold the
+    pending jobs (``pending_at``, ascending) and which running jobs hold the others, in
+    order (``running``). The round's walk reads these instead of passing over every ranked
+    job to tell them apart: a thousand jobs on a busy cluster, in each of the ~90,000
+    preempting rounds of a million-job LAS run. Made by a merge that knows both as it goes
+    (:class:`~blox_slurm.core.service_index.ServiceIndex`); a plain list says nothing."""
+
+    __slots__ = ("pending_at", "running")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending_at: list[int] = []
+        self.running: list[Job] = []
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """A cluster manager's answer: nodes that take no new work, drains to request, flags."""

@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
-from itertools import compress, filterfalse
+from itertools import compress, filterfalse, islice
 from operator import attrgetter, not_
+from typing import overload
 
-from .abstractions import ClusterView, FreeGpus, FreeView, Schedule
+from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
 from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
@@ -71,7 +72,8 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     """The round's decisions. ``explain`` fills ``Decisions.reasons`` from the round's ledger
     (it changes nothing else). ``rank_all=False`` is for a world that never reads
     ``Decisions.order`` (the simulator): the engine may then rank only the pending jobs (see
-    :func:`_pending_only`), and ``order`` lists just those."""
+    :func:`_pending_only`), and ``order`` lists just those, in rank order, whichever way the
+    round went (a thousand running jobs' ids are not gathered for nobody)."""
     comp, state = comp.for_round(snapshot)
     view = comp.cluster.manage(snapshot)
     forced = _forced(snapshot, view)
@@ -90,14 +92,17 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
     for job in forced.values():
         free.give(job.gpus)
     ledger = Ledger(forced=tuple(forced))
-    _Walk(snapshot, comp, schedule, free, ledger).run()
+    walk = _Walk(snapshot, comp, schedule, free, ledger, explain)
+    walk.run()
+    ranked = (schedule.order if rank_all or explain
+              else list(map(schedule.order.__getitem__, walk.pending_pos)))
     start, stop, move = ledger.decisions()
     reasons = ledger.reasons(schedule.order, schedule.gpus, schedule.types,
                              [j.id for j in waiting if j.id not in admitted],
                              comp.config.get("admission", {}).get("policy", "")
                              ) if explain else {}
     return Decisions(admit=admit, start=start, stop=stop, move=move,
-                     order=tuple(map(_id, schedule.order)), drain=view.drain, flag=view.flag,
+                     order=tuple(map(_id, ranked)), drain=view.drain, flag=view.flag,
                      marks=schedule.marks, state=state, reasons=reasons,
                      composition=comp.name)
 
@@ -147,8 +152,10 @@ class _Walk:
     pool is the walk's working copy (the snapshot's is never touched)."""
 
     def __init__(self, snapshot: ClusterSnapshot, comp: Composition, schedule: Schedule,
-                 free: FreeGpus, ledger: Ledger) -> None:
+                 free: FreeGpus, ledger: Ledger, explain: bool = False) -> None:
+        """``explain``: walk every pending job, so each that did not fit says with what."""
         self.snapshot, self.comp, self.free, self.ledger = snapshot, comp, free, ledger
+        self.explain = explain
         self.order, self.types, self.alloc = schedule.order, schedule.types, schedule.gpus
         self.unscheduled, self.free_movers = schedule.stop, schedule.free_movers
         self.paused: dict[int, Job] = {}  # left their GPUs before the walk, not placed again
@@ -159,6 +166,7 @@ class _Walk:
         self.booked = Booked()  # CPUs and memory of the jobs started or moved so far
         self.resized = _resized(self.order, self.alloc)  # running job -> its other count
         self._held: dict[int, frozenset[str]] = {}  # running job -> the nodes of its GPUs
+        self.pending_pos = _pending_positions(self.order)
 
     def place(self, job: Job, count: int) -> tuple[int, ...] | None:
         return _place(self.comp, self.snapshot, self.types, job, count, self.free, self.booked)
@@ -167,8 +175,7 @@ class _Walk:
         """Walk the pending jobs and the running ones the scheduler wants on another type,
         in rank order (running ones keep their GPUs otherwise: walking only these keeps a
         round cheap when hundreds run)."""
-        order, free, ledger = self.order, self.free, self.ledger
-        pending_pos = list(compress(range(len(order)), map(not_, map(_gpus, order))))
+        order, free, ledger, pending_pos = self.order, self.free, self.ledger, self.pending_pos
         n_running = len(order) - len(pending_pos)
         move_pos = self._movers()
         if self.unscheduled or (self.free_movers and move_pos):
@@ -185,7 +192,8 @@ class _Walk:
             is_move = bool(job.gpus)
             running_below = n_running - (pos - k) - is_move
             k += not is_move
-            if free.count == 0 and running_below <= 0 and not self.resized:
+            if free.count == 0 and not self.resized and (
+                    running_below <= 0 or self._all_stopped_below(pos)):
                 break  # nothing is free and nothing below can be stopped: no later job starts
             if ledger.blocker is not None:
                 continue
@@ -197,6 +205,15 @@ class _Walk:
             self.spare_victims(len(order))
         if self.paused:
             self.resume()
+
+    def _all_stopped_below(self, pos: int) -> bool:
+        """The running jobs ranked below ``pos`` are all stopped or moved already (known once
+        a search for victims ran). With nothing free, no later job can then start, move, or
+        restart as a victim: each would fail for want of anyone below it to stop. In a full
+        LAS cluster the requeued jobs wait at the bottom of the order, two thirds of the
+        pending jobs a preempting round walked, each failing its search."""
+        live = self._live
+        return live is not None and not self.explain and not live.any_below(pos)
 
     def pause(self, move_pos: Sequence[int]) -> None:
         """Before the walk, stop the running jobs the scheduler does not run this round
@@ -344,14 +361,15 @@ class _Walk:
         def fits(trial: FreeView) -> bool:
             return _place(comp, snapshot, types, job, want, trial, booked) is not None
 
-        victims = self.preemption.victims(job, candidates, self.free, want, fits)
+        # a list of its own: the live list behind the candidates changes below
+        victims = list(self.preemption.victims(job, candidates, self.free, want, fits))
         for v in victims:
             self.ledger.stop(v.id, job.id)
             self.free.give(v.gpus)
             heapq.heappush(self.victims_due, (live.leave(v), v))
         return bool(victims)
 
-    def _on_its_types(self, job: Job, candidates: list[Job]) -> list[Job]:
+    def _on_its_types(self, job: Job, candidates: Sequence[Job]) -> Sequence[Job]:
         """The candidates holding a GPU of a type ``job`` may use. Stopping any other frees
         nothing it can take, so a policy that spares the victims it did not need would spare
         it again: leaving them out gives the same victims in fewer, smaller trials (a Gavel
@@ -381,18 +399,38 @@ class _Walk:
         free set), and a victim whose GPUs nobody used then keeps running. One whose GPUs
         were used restarts at once (a move) on GPUs left over or, failing that, on GPUs of
         jobs ranked below it, which it may stop in turn exactly as a pending job of its rank
-        would: so the next round has nothing left to undo. Otherwise it waits, pending."""
+        would: so the next round has nothing left to undo. Otherwise it waits, pending.
+        (With nothing free and nobody left below it, the search is not made: it would find
+        nothing, for each of a full LAS cluster's victims.)"""
         free, node_of, due = self.free, self.snapshot.gpus, self.victims_due
         while due and due[0][0] < upto:
             at, v = heapq.heappop(due)
-            if all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
+            if free.count and all(g in free.by_node.get(node_of[g].node, ()) for g in v.gpus):
                 self.ledger.spare(v.id)
                 free.take(v.gpus)
                 self.live().back(v, at)
-            else:
+            elif free.count or self.live().any_below(at):
                 gpus = self.relocate(v, at)
                 if gpus is not None:
                     self.ledger.restart(v.id, gpus)
+
+
+def _pending_positions(order: Sequence[Job]) -> list[int]:
+    """The rank positions of the pending jobs of ``order`` (a :class:`Ranked` one says)."""
+    if isinstance(order, Ranked):
+        return order.pending_at
+    return list(compress(range(len(order)), map(not_, map(_gpus, order))))
+
+
+def _others(n: int, skip: list[int]) -> list[int]:
+    """``range(n)`` less the ascending positions ``skip``, built from runs of ranges."""
+    out: list[int] = []
+    lo = 0
+    for i in skip:
+        out += range(lo, i)
+        lo = i + 1
+    out += range(lo, n)
+    return out
 
 
 class _Live:
@@ -408,16 +446,24 @@ class _Live:
                  ) -> None:
         """Made on the walk's first need (most rounds never stop a job for another): less
         the jobs moved or stopped by then and those ``paused`` off their GPUs."""
-        pos = list(compress(range(len(order)), map(_gpus, order)))
-        jobs = list(map(order.__getitem__, pos))
+        if isinstance(order, Ranked):
+            pos, jobs = _others(len(order), order.pending_at), order.running[:]
+        else:
+            pos = list(compress(range(len(order)), map(_gpus, order)))
+            jobs = list(map(order.__getitem__, pos))
         if ledger.moves or ledger.stopped or paused:
             kept = [i for i, j in enumerate(jobs) if not (ledger.out(j.id) or j.id in paused)]
             pos, jobs = [pos[i] for i in kept], [jobs[i] for i in kept]
         self.order, self.pos, self.jobs = order, pos, jobs
 
-    def below(self, rank: int) -> list[Job]:
-        """Those ranked below position ``rank``, highest first."""
-        return self.jobs[bisect.bisect_right(self.pos, rank):]
+    def below(self, rank: int) -> Sequence[Job]:
+        """Those ranked below position ``rank``, highest first: a view, valid until the
+        next change."""
+        return _Tail(self.jobs, bisect.bisect_right(self.pos, rank))
+
+    def any_below(self, rank: int) -> bool:
+        """Whether any is ranked below position ``rank``."""
+        return bool(self.pos) and self.pos[-1] > rank
 
     def leave(self, job: Job, at: int | None = None) -> int:
         """``job`` (at rank position ``at``, if known) is stopped or moves: no longer a
@@ -446,6 +492,40 @@ class _Live:
             if other.id == job.id and other.gpus:
                 return i
         raise ValueError(f"preemption chose job {job.id}, which is not running")
+
+
+class _Tail(Sequence[Job]):
+    """``jobs[lo:]`` without the copy: preemption takes its victims from the lowest-ranked
+    end, mostly one, and copying the thousand running jobs above them for each waiting job
+    of a preempting round cost more than the search."""
+
+    __slots__ = ("jobs", "lo")
+
+    def __init__(self, jobs: list[Job], lo: int) -> None:
+        self.jobs, self.lo = jobs, lo
+
+    def __len__(self) -> int:
+        return len(self.jobs) - self.lo
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Job]: ...
+
+    def __getitem__(self, i: int | slice) -> Job | list[Job]:
+        if isinstance(i, slice):
+            return self.jobs[self.lo:][i]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("candidate index out of range")
+        return self.jobs[self.lo + i % n]
+
+    def __iter__(self) -> Iterator[Job]:
+        return islice(self.jobs, self.lo, None)
+
+    def __reversed__(self) -> Iterator[Job]:
+        return islice(reversed(self.jobs), len(self))
 
 
 def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterView,

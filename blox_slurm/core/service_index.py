@@ -24,12 +24,14 @@ from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter, ne
 
+from .abstractions import Ranked
 from .model import Job
 
 _BOUND = 2.0**50  # every operand below this: sums and products here are exact
 _job = itemgetter(3)
 _base, _submit, _id = attrgetter("attained_base"), attrgetter("submit_time"), attrgetter("id")
-Entry = tuple[float, float, int, Job]  # (c, submit time, id, job)
+Key = tuple[float, float, int]  # (c, submit time, id)
+Entry = tuple[float, float, int, Job]  # a key and its job
 
 
 class ServiceIndex:
@@ -38,7 +40,10 @@ class ServiceIndex:
     it when it stops or finishes, and :meth:`seal`\\ s the index with each snapshot's jobs."""
 
     def __init__(self) -> None:
-        self.groups: dict[int, list[Entry]] = {}  # g -> its running jobs' entries, sorted
+        # g -> its running jobs' keys, sorted, and the jobs in the same order: a round's
+        # merge copies runs of jobs between two waiting ones as slices
+        self.groups: dict[int, list[Key]] = {}
+        self.members: dict[int, list[Job]] = {}
         self.later: dict[int, float] = {}  # job id -> when its run begins, if after its add
         self.inexact: set[int] = set()  # job ids whose service is off the exact grid
         self.sealed: Sequence[Job] | None = None
@@ -51,19 +56,21 @@ class ServiceIndex:
         if not (-_BOUND < base < _BOUND and -_BOUND < key[0] - base < _BOUND
                 and base == int(base) and since == int(since)):
             self.inexact.add(job.id)
-        entries = self.groups.setdefault(len(job.gpus), [])
-        entries.insert(bisect.bisect_left(entries, key), (*key, job))
+        keys = self.groups.setdefault(len(job.gpus), [])
+        at = bisect.bisect_left(keys, key)
+        keys.insert(at, key)
+        self.members.setdefault(len(job.gpus), []).insert(at, job)
         if since > now:
             self.later[job.id] = since
 
     def remove(self, job: Job) -> None:
         """``job``: the record that was added."""
         self.sealed = None
-        entries = self.groups.get(len(job.gpus), [])
-        at = bisect.bisect_left(entries, _key(job))
-        if at == len(entries) or entries[at][3] is not job:
+        keys, jobs = self.groups.get(len(job.gpus), []), self.members.get(len(job.gpus), [])
+        at = bisect.bisect_left(keys, _key(job))
+        if at == len(jobs) or jobs[at] is not job:
             raise ValueError(f"job {job.id}'s record is not in the index")  # a world's bug
-        del entries[at]
+        del keys[at], jobs[at]
         if self.inexact:
             self.inexact.discard(job.id)
         if self.later:
@@ -78,14 +85,14 @@ class ServiceIndex:
         """``jobs`` (the sealed ones: ``pending``, which hold no GPUs and so are ranked by
         their base, and the running) by attained service at ``now``, submit time and id,
         exactly as a sort of them would rank them; ``None`` when the index cannot say so
-        (see the module docstring)."""
+        (see the module docstring). With one GPU count running, a :class:`Ranked`."""
         if jobs is not self.sealed or self.inexact or not _exact(now):
             return None
         if self.later:
             if max(self.later.values()) > now:
                 return None  # a run not begun yet: its service does not move yet
             self.later.clear()
-        runs = {g: entries for g, entries in self.groups.items() if entries}
+        runs = {g: keys for g, keys in self.groups.items() if keys}
         if max(runs, default=0) * abs(now) >= _BOUND:
             return None
         keys = list(map(_base, pending))
@@ -94,37 +101,42 @@ class ServiceIndex:
         waiting = sorted(zip(keys, map(_submit, pending), map(_id, pending), pending,
                              strict=True))
         if len(runs) == 1 and _all_exact(keys):
-            ((g, entries),) = runs.items()
-            return _gallop(waiting, entries, g * now)
-        merged = sorted(chain(waiting, *(_at(e, g * now) for g, e in runs.items())))
+            ((g, running),) = runs.items()
+            return _gallop(waiting, running, self.members[g], g * now)
+        merged = sorted(chain(waiting, *(_at(k, self.members[g], g * now)
+                                         for g, k in runs.items())))
         return list(map(_job, merged))
 
 
-def _key(job: Job) -> tuple[float, float, int]:
-    """A running job's entry without the job: ``(c, submit time, id)``."""
+def _key(job: Job) -> Key:
+    """A running job's key: ``(c, submit time, id)``."""
     if job.run_since is None:
         raise ValueError(f"job {job.id} does not run")
     return job.attained_base - len(job.gpus) * job.run_since, job.submit_time, job.id
 
 
-def _at(entries: list[Entry], offset: float) -> list[Entry]:
-    """The entries with ``offset`` (``g * now``) added to their keys."""
-    return [(c + offset, submit, jid, job) for c, submit, jid, job in entries]
+def _at(keys: list[Key], jobs: list[Job], offset: float) -> list[Entry]:
+    """The entries of ``jobs`` with ``offset`` (``g * now``) added to their keys."""
+    return [(c + offset, submit, jid, job)
+            for (c, submit, jid), job in zip(keys, jobs, strict=True)]
 
 
-def _gallop(waiting: list[Entry], running: list[Entry], offset: float) -> list[Job]:
-    """Sorted ``waiting`` (exact keys) merged into ``running``, whose keys are ``offset``
-    below their services: each waiting job is placed by a bisection, the running ones
-    between two waiting jobs are copied as a slice (a round has a few waiting jobs and a
-    thousand running)."""
-    out: list[Job] = []
+def _gallop(waiting: list[Entry], keys: list[Key], jobs: list[Job], offset: float) -> Ranked:
+    """Sorted ``waiting`` (exact keys) merged into the running ``jobs``, whose ``keys`` are
+    ``offset`` below their services: each waiting job is placed by a bisection, the running
+    ones between two waiting jobs are copied as a slice (a round has a few waiting jobs and
+    a thousand running), and where the waiting ones went is noted on the way."""
+    out = Ranked()
+    at: list[int] = []
     lo = 0
     for c, submit, jid, job in waiting:
-        hi = bisect.bisect_left(running, (c - offset, submit, jid), lo)
-        out += map(_job, running[lo:hi])
+        hi = bisect.bisect_left(keys, (c - offset, submit, jid), lo)
+        out += jobs[lo:hi]
+        at.append(len(out))
         out.append(job)
         lo = hi
-    out += map(_job, running[lo:])
+    out += jobs[lo:]
+    out.pending_at, out.running = at, jobs[:]
     return out
 
 

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter, itemgetter
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
 from blox_slurm.core.model import ClusterSnapshot, Job
 from blox_slurm.core.registry import register
+
+_base, _submit, _id = attrgetter("attained_base"), attrgetter("submit_time"), attrgetter("id")
+_since, _job = attrgetter("run_since"), itemgetter(3)
 
 
 @register("scheduling", "las")
@@ -33,6 +37,11 @@ def by_service(jobs: Sequence[Job], now: float) -> list[Job]:
     simulator ranks every active job, a thousand on a busy 1,024-GPU cluster, in each round
     that preempts, and the method call was a sixth of that sort. (A numpy lexsort was no
     faster: reading the fields out of the job objects costs as much as the sort.)"""
+    if list(map(_since, jobs)).count(None) == len(jobs):
+        # No run among them (a round ranking only its waiting jobs): the keys read in C
+        # loops. The same tuples compared in the same order, ids unique: the same sort.
+        return list(map(_job, sorted(zip(map(_base, jobs), map(_submit, jobs), map(_id, jobs),
+                                         jobs, strict=True))))
 
     def key(j: Job) -> tuple[float, float, int]:
         since = j.run_since
