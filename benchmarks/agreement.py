@@ -43,6 +43,7 @@ import json
 import pickle
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,14 @@ def run_case(case: Case, scale: Scale, jobs: int, seed: int
             "wall_seconds": time.monotonic() - t0}, result
 
 
+def predict(rows: list[dict[str, Any]], sim: Mapping[int, tuple[float, int]], jct: str,
+            preemptions: str) -> None:
+    """Each row's simulated JCT and preemptions under the keys ``jct`` and ``preemptions``
+    (None for a job the simulator did not finish)."""
+    for row in rows:
+        row[jct], row[preemptions] = sim.get(row["job"], (None, None))
+
+
 def pool_calibration(runs: list[tuple[dict[str, Any], DemoResult]], scale: Scale) -> SimConfig:
     """Calibrate once from every run's samples pooled and simulate each run again with that
     timing (rows' ``pooled`` and ``preempt_pooled``): a run's own calibration rests on its
@@ -130,10 +139,7 @@ def pool_calibration(runs: list[tuple[dict[str, Any], DemoResult]], scale: Scale
     cfg = timing([d.measured for _, d in runs if d.measured is not None], scale.round_seconds)
     for res, demo in runs:
         assert demo.replay is not None
-        sim = demo.replay.simulate(cfg)
-        for row in res["rows"]:
-            jct, preempt = sim.get(row["job"], (None, None))
-            row["pooled"], row["preempt_pooled"] = jct, preempt
+        predict(res["rows"], demo.replay.simulate(cfg), "pooled", "preempt_pooled")
         res["pooled_calibration"] = cfg.model_dump(include=set(TIMING_KEYS))
     return cfg
 
@@ -246,9 +252,7 @@ def replayed(path: Path) -> Run:
     res, demo = pickle.loads(path.read_bytes())
     assert demo.replay is not None and demo.measured is not None
     cfg = timing([demo.measured], demo.timing.round_duration)
-    sim = demo.replay.simulate(cfg)
-    for row in res["rows"]:
-        row["after"], row["preempt_sim"] = sim.get(row["job"], (None, None))
+    predict(res["rows"], demo.replay.simulate(cfg), "after", "preempt_sim")
     res.update(cfg.model_dump(include=set(TIMING_KEYS)))
     return res, demo
 

@@ -98,14 +98,28 @@ class ServiceIndex:
         keys = list(map(_base, pending))
         if any(map(ne, keys, keys)):
             return None  # NaN: a plain sort ranks it where it happens to be
-        waiting = sorted(zip(keys, map(_submit, pending), map(_id, pending), pending,
-                             strict=True))
+        waiting = waiting_entries(pending, keys)
         if len(runs) == 1 and _all_exact(keys):
             ((g, running),) = runs.items()
             return _gallop(waiting, running, self.members[g], g * now)
         merged = sorted(chain(waiting, *(_at(k, self.members[g], g * now)
                                          for g, k in runs.items())))
         return list(map(_job, merged))
+
+
+def waiting_entries(jobs: Sequence[Job], bases: Sequence[float] | None = None
+                    ) -> list[Entry]:
+    """Jobs that run nowhere (their service is their base, ``bases`` if already read) as
+    entries sorted by (base, submit time, id): the keys read in C loops, not a key function
+    per job. The same tuples compared in the same order, ids unique: a plain sort's order."""
+    if bases is None:
+        bases = list(map(_base, jobs))
+    return sorted(zip(bases, map(_submit, jobs), map(_id, jobs), jobs, strict=True))
+
+
+def waiting_order(jobs: Sequence[Job]) -> list[Job]:
+    """``jobs``, none of them running, by (attained service, submit time, id)."""
+    return list(map(_job, waiting_entries(jobs)))
 
 
 def _key(job: Job) -> Key:

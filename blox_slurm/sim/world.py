@@ -206,9 +206,10 @@ class World:
             self._ran(job, None, t)
         # It runs on until Slurm requeues it (SimConfig.stop_delay), then holds its GPUs,
         # its service counted, for what is left of the stop latency
-        delay = self._latency.stop(t) if begun else 0.0
-        ran = t + delay if delay else t
-        stopping = max(0.0, stopping - delay) if delay else stopping
+        ran = t
+        if begun and (delay := self._latency.stop(t)):
+            ran += delay
+            stopping = max(0.0, stopping - delay)
         self._end_run(job, ran + stopping)
         del self.finish_at[jid]
         curve = self._curves.pop(jid, None)

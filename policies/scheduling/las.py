@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
 from blox_slurm.core.model import ClusterSnapshot, Job
 from blox_slurm.core.registry import register
+from blox_slurm.core.service_index import waiting_order
 
-_base, _submit, _id = attrgetter("attained_base"), attrgetter("submit_time"), attrgetter("id")
-_since, _job = attrgetter("run_since"), itemgetter(3)
+_since = attrgetter("run_since")
 
 
 @register("scheduling", "las")
@@ -38,10 +38,7 @@ def by_service(jobs: Sequence[Job], now: float) -> list[Job]:
     that preempts, and the method call was a sixth of that sort. (A numpy lexsort was no
     faster: reading the fields out of the job objects costs as much as the sort.)"""
     if list(map(_since, jobs)).count(None) == len(jobs):
-        # No run among them (a round ranking only its waiting jobs): the keys read in C
-        # loops. The same tuples compared in the same order, ids unique: the same sort.
-        return list(map(_job, sorted(zip(map(_base, jobs), map(_submit, jobs), map(_id, jobs),
-                                         jobs, strict=True))))
+        return waiting_order(jobs)  # a round ranking only its waiting jobs
 
     def key(j: Job) -> tuple[float, float, int]:
         since = j.run_since
