@@ -9,6 +9,8 @@
     python benchmarks/agreement.py --plot-only compressed.json minutes.json   # replot
     sudo PYTHONPATH=. python benchmarks/agreement.py --keep runs/ ...   # keep each run
     PYTHONPATH=. python benchmarks/agreement.py --replay runs/*.pkl     # simulate them again
+    sudo PYTHONPATH=. python benchmarks/agreement.py --scales compressed --repeats 3
+                                       # each workload three times: Slurm against itself
 
 The same workload (16 fake jobs of 1/2/4 GPUs from three users, :func:`run_demo`) runs
 through the controller on an emulated Slurm cluster and through the simulator, for FIFO,
@@ -32,6 +34,14 @@ restart cost rests on a few restarts), and the lines compare it with each run's 
 change to the simulator's model is judged on the emulator runs it was measured against,
 not on new ones that differ by chance.
 
+``--repeats N`` runs each seed's workload N times on the emulator. Slurm does not repeat
+itself to the second (a start waits for its batch scheduler's next pass, a restart for the
+next requeue), and in a 16-job run one such second can reorder a demotion and every start
+after it; so each group of repeats adds two lines: one run of the emulator taken as the
+prediction of another (every ordered pair of runs of one workload: how far Slurm agrees with
+itself, the floor no simulator of it can beat run by run), and the simulator against the
+runs' mean JCT per job (whether it predicts what Slurm does on average).
+
 It writes a plot of simulated against emulated JCT per job (the diagonal is agreement) and
 every row as JSON. This is a benchmark, not a test: it prints figures, asserts nothing.
 """
@@ -45,6 +55,7 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import permutations
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +118,7 @@ TIMING_KEYS = ("start_latency", "stop_latency", "launch_cost", "restart_latency"
                "restart_cost")
 
 
-def run_case(case: Case, scale: Scale, jobs: int, seed: int
+def run_case(case: Case, scale: Scale, jobs: int, seed: int, repeat: int
              ) -> tuple[dict[str, object], DemoResult]:
     """One emulator run's row (JSON) and its result, kept for a pooled calibration."""
     t0 = time.monotonic()
@@ -119,7 +130,8 @@ def run_case(case: Case, scale: Scale, jobs: int, seed: int
              "after": r.simulator_jct, "before": old.get(r.job_id),
              "preempt_emulator": r.emulator_preemptions,
              "preempt_sim": r.simulator_preemptions} for r in result.rows]
-    return {"scale": scale.name, "composition": case.label, "seed": seed, "rows": rows,
+    return {"scale": scale.name, "composition": case.label, "seed": seed, "repeat": repeat,
+            "rows": rows,
             **result.timing.model_dump(include=set(TIMING_KEYS)),
             "wall_seconds": time.monotonic() - t0}, result
 
@@ -144,16 +156,20 @@ def pool_calibration(runs: list[tuple[dict[str, Any], DemoResult]], scale: Scale
     return cfg
 
 
+def figures(diffs: list[float]) -> str:
+    """Median, p90 and worst of relative differences, as a line's columns."""
+    med, p90, worst = stats(diffs)
+    return f"{med:6.1%} {p90:6.1%} {worst:7.1%}"
+
+
 def agreement(res: dict[str, object], rows: list[dict[str, Any]], label: object,
               keys: tuple[str, ...] = ("before", "after")) -> list[str]:
     """A line's first columns: scale, composition, ``label`` (seed), then the median / p90 /
     worst relative JCT difference of ``rows`` for each simulator prediction in ``keys``."""
     parts = [f"{res['scale']:<10} {res['composition']:<9} {label!s:<6}"]
     for key in keys:
-        diffs = [abs(r[key] - r["emulator"]) / r["emulator"] for r in rows
-                 if r.get(key) is not None]
-        med, p90, worst = stats(diffs)
-        parts.append(f"{med:6.1%} {p90:6.1%} {worst:7.1%}")
+        parts.append(figures([abs(r[key] - r["emulator"]) / r["emulator"] for r in rows
+                              if r.get(key) is not None]))
     return parts
 
 
@@ -167,6 +183,55 @@ def pooled_line(runs: list[dict[str, object]], keys: tuple[str, ...] = ("before"
             + f"  {len(runs)} runs, {len(rows)} jobs")
 
 
+def repeat_groups(runs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The runs of each seed that ran more than once (``--repeats``)."""
+    by_seed: dict[object, list[dict[str, Any]]] = {}
+    for res in runs:
+        by_seed.setdefault(res["seed"], []).append(res)
+    return [group for group in by_seed.values() if len(group) > 1]
+
+
+def self_agreement(groups: list[list[dict[str, Any]]]) -> list[float]:
+    """Each job's relative JCT difference between two emulator runs of one workload, over
+    every ordered pair of runs (the second run the reference, as the emulator is for the
+    simulator)."""
+    diffs: list[float] = []
+    for group in groups:
+        for pred, ref in permutations(group, 2):
+            truth = {r["job"]: r["emulator"] for r in ref["rows"]}
+            diffs += [abs(r["emulator"] - truth[r["job"]]) / truth[r["job"]]
+                      for r in pred["rows"] if r["job"] in truth]
+    return diffs
+
+
+def against_mean(groups: list[list[dict[str, Any]]], key: str = "after") -> list[float]:
+    """The simulator's mean JCT per job (each run simulated with its own calibration)
+    against the emulator runs' mean, for jobs every run finished in both worlds."""
+    diffs: list[float] = []
+    for group in groups:
+        jobs = set.intersection(*({r["job"] for r in res["rows"] if r.get(key) is not None}
+                                  for res in group))
+        for job in sorted(jobs):
+            rows = [r for res in group for r in res["rows"] if r["job"] == job]
+            emu = statistics.fmean(r["emulator"] for r in rows)
+            diffs.append(abs(statistics.fmean(r[key] for r in rows) - emu) / emu)
+    return diffs
+
+
+def repeatability_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """With ``--repeats``: the emulator against itself, and the simulator against the
+    emulator runs' mean (see the module docstring); nothing without repeats."""
+    groups = repeat_groups(runs)
+    if not groups:
+        return []
+    head = f"{runs[0]['scale']:<10} {runs[0]['composition']:<9} {'':<6}"
+    pairs = sum(len(g) * (len(g) - 1) for g in groups)
+    return [f"{head}  {figures(self_agreement(groups))}  emulator vs emulator, "
+            f"{pairs} ordered pairs of runs of {len(groups)} workloads",
+            f"{head}  {figures(against_mean(groups))}  simulator vs the emulator runs' "
+            "mean JCT per job"]
+
+
 def preemptions(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
     """The preemptions counted in each world, emulator first: ``e/s`` or ``e/s/s``."""
     return "/".join(str(sum(r[k] or 0 for r in rows)) for k in ("preempt_emulator", *keys))
@@ -175,7 +240,8 @@ def preemptions(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> str:
 def summary_line(res: dict[str, object]) -> str:
     rows = res["rows"]
     assert isinstance(rows, list)
-    parts = agreement(res, rows, res["seed"])
+    repeat = res.get("repeat", 0)
+    parts = agreement(res, rows, f"{res['seed']}r{repeat}" if repeat else res["seed"])
     parts.append(f"{preemptions(rows, ('preempt_sim',)):>9}"
                  f" {res['start_latency']:5.2f} {res['stop_latency']:5.2f}"
                  f" {res['launch_cost']:5.2f} {res.get('restart_latency', 0.0):5.2f}"
@@ -228,12 +294,12 @@ def plot(results: list[dict[str, object]], path: Path) -> None:
 Run = tuple[dict[str, Any], DemoResult]
 
 
-def run_one(case: Case, scale: Scale, jobs: int, seed: int, keep: Path | None
-            ) -> Run | None:
+def run_one(case: Case, scale: Scale, jobs: int, seed: int, repeat: int,
+            keep: Path | None) -> Run | None:
     """One emulator run and its line; a failure is printed, not raised: one world failing
     must not lose the others' figures."""
     try:
-        res, demo = run_case(case, scale, jobs, seed)
+        res, demo = run_case(case, scale, jobs, seed, repeat)
     except Exception as exc:
         print(f"{scale.name:<10} {case.label:<9} {seed:<6}  failed: {exc!r}", flush=True)
         return None
@@ -241,7 +307,8 @@ def run_one(case: Case, scale: Scale, jobs: int, seed: int, keep: Path | None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         demo.daemons = []  # processes, gone with the run
-        (keep / f"{scale.name}-{case.label}-{seed}.pkl").write_bytes(
+        suffix = f"-r{repeat}" if repeat else ""
+        (keep / f"{scale.name}-{case.label}-{seed}{suffix}.pkl").write_bytes(
             pickle.dumps((res, demo)))
     return res, demo
 
@@ -263,7 +330,7 @@ def report(runs: list[Run], scale: Scale, pooled_calibration: bool
     ``pooled_calibration`` every run simulated again with one calibration from all."""
     rows = [res for res, _ in runs]
     if len(runs) > 1:
-        print(pooled_line(rows), flush=True)
+        print("\n".join([pooled_line(rows), *repeatability_lines(rows)]), flush=True)
     if pooled_calibration and runs:
         cfg = pool_calibration(runs, scale)
         print("\n".join(pooled_calibration_lines(rows, cfg)), flush=True)
@@ -271,12 +338,14 @@ def report(runs: list[Run], scale: Scale, pooled_calibration: bool
 
 
 def campaign(a: argparse.Namespace) -> list[dict[str, object]]:
-    """Every composition at every scale, one emulator run per seed (``--keep``: pickled)."""
+    """Every composition at every scale, ``--repeats`` emulator runs per seed, the seeds
+    taken in turn so that a change in the machine's load spreads over all of them
+    (``--keep``: pickled)."""
     results: list[dict[str, object]] = []
     for scale in (SCALES[s] for s in a.scales):
         for case in (CASES[c] for c in a.compositions):
-            runs = [r for seed in a.seeds
-                    if (r := run_one(case, scale, a.jobs, seed, a.keep)) is not None]
+            runs = [r for repeat in range(a.repeats) for seed in a.seeds
+                    if (r := run_one(case, scale, a.jobs, seed, repeat, a.keep)) is not None]
             results += report(runs, scale, a.pooled_calibration)
             a.json.write_text(json.dumps(results, indent=1))
     return results
@@ -310,6 +379,9 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--seeds", type=int, nargs="+", default=[0],
                    help="workload seeds, one emulator run each; several add a pooled line")
+    p.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="run each seed's workload N times: adds the emulator against "
+                        "itself and the simulator against the runs' mean")
     p.add_argument("--pooled-calibration", action="store_true",
                    help="after each composition's runs, calibrate once from all their stores "
                         "and simulate every run again with that")
