@@ -54,7 +54,7 @@ import pickle
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import permutations
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from rich.console import Console
 
+from blox_slurm.demo.phases import pass_phases
 from blox_slurm.demo.run import (
     COMPRESSED,
     MINUTES,
@@ -313,11 +314,25 @@ def run_one(case: Case, scale: Scale, jobs: int, seed: int, repeat: int,
     return res, demo
 
 
-def replayed(path: Path) -> Run:
+def kept_passes(res: dict[str, Any], demo: DemoResult) -> tuple[float, float]:
+    """The pass phases of a run kept before runs kept them: its clock's origin taken as the
+    first round's start (a few hundredths early), its jobs' ends as submission + JCT."""
+    assert demo.replay is not None and demo.measured is not None
+    t = demo.measured.timings
+    origin = t.rounds[0][0]
+    submits = {s.id: origin + s.submit_time for s in demo.replay.workload.jobs}
+    ends = [submits[r["job"]] + r["emulator"] for r in res["rows"]]
+    return pass_phases([*submits.values(), *ends], t, origin, origin)
+
+
+def replayed(path: Path, passes: bool) -> Run:
     """A kept run simulated again with this simulator and the run's own calibration: its
-    ``after`` rows are replaced, its ``before`` (the old simulator) kept."""
+    ``after`` rows are replaced, its ``before`` (the old simulator) kept. ``passes``: with
+    Slurm's batch scheduler's passes for first starts (else drawn latencies)."""
     res, demo = pickle.loads(path.read_bytes())
     assert demo.replay is not None and demo.measured is not None
+    phases = (demo.replay.passes or kept_passes(res, demo)) if passes else None
+    demo.replay = replace(demo.replay, passes=phases)
     cfg = timing([demo.measured], demo.timing.round_duration)
     predict(res["rows"], demo.replay.simulate(cfg), "after", "preempt_sim")
     res.update(cfg.model_dump(include=set(TIMING_KEYS)))
@@ -355,7 +370,7 @@ def replay_all(a: argparse.Namespace) -> list[dict[str, object]]:
     """The kept runs simulated again, grouped by scale and composition as a campaign."""
     groups: dict[tuple[str, str], list[Run]] = {}
     for path in a.replay:
-        res, demo = replayed(path)
+        res, demo = replayed(path, not a.no_passes)
         print(summary_line(res), flush=True)
         groups.setdefault((res["scale"], res["composition"]), []).append((res, demo))
     results: list[dict[str, object]] = []
@@ -391,6 +406,9 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=Path("agreement.json"))
     p.add_argument("--keep", type=Path, metavar="DIR",
                    help="pickle each emulator run into DIR, for --replay")
+    p.add_argument("--no-passes", action="store_true",
+                   help="with --replay: first starts' latencies drawn, not Slurm's batch "
+                        "scheduler's passes (the simulator before them)")
     p.add_argument("--replay", type=Path, nargs="+", metavar="PKL",
                    help="no emulator: simulate runs kept with --keep again (trusted files "
                         "only: they are pickles)")

@@ -67,6 +67,7 @@ from ..slurm.controller import Controller, RoundReport
 from ..slurm.controller_config import ConfigError, load_config
 from ..slurm.store import Store
 from ..workloads.schema import Workload
+from .phases import BATCH_SCHED_DELAY, pass_phases
 from .world import (
     PARTITION,
     SHAPE,
@@ -304,6 +305,9 @@ class Replay:
     composition: Composition
     shape: str
     type_speed: Mapping[str, float] | None
+    # The run's batch scheduler passes (tick phase, second phase; see .phases): with them a
+    # first start gets the StartTime of its pass, not a drawn latency. None: drawn.
+    passes: tuple[float, float] | None = None
 
     def simulate(self, cfg: SimConfig) -> dict[int, tuple[float, int]]:
         """Job id -> (JCT, preemptions) predicted by the simulator for the emulator's run:
@@ -311,6 +315,10 @@ class Replay:
         draw differently. Which of Slurm's latencies a job meets is chance, and at 1 s rounds
         it decides who is preempted: one draw predicts one such chance, the median what
         the job most likely meets."""
+        if self.passes is not None:
+            cfg = cfg.model_copy(update={"batch_sched_delay": BATCH_SCHED_DELAY,
+                                         "sched_tick_phase": self.passes[0],
+                                         "slurm_second_phase": self.passes[1]})
         runs = [self._run(cfg.model_copy(update={"latency_seed": seed}))
                 for seed in range(DRAWS if _sampled(cfg) else 1)]
         ids = sorted({jid for run in runs for jid in run})
@@ -325,12 +333,15 @@ class Replay:
         return {r.id: (r.jct, r.preemptions) for r in result.jobs}
 
 
-def replay_of(tracker: Tracker, comp: Composition) -> Replay:
+def replay_of(tracker: Tracker, comp: Composition, timings: Timings) -> Replay:
     """The emulator's run as the simulator sees it: the submissions, counted from the
-    controller's first look at the queue, and the same cluster."""
-    workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips,
-                           origin=first_look(tracker.reports))
-    return Replay(workload, comp, tracker.world.shape, tracker.world.type_speed)
+    controller's first look at the queue, the same cluster, and where its batch scheduler's
+    passes fell."""
+    origin = first_look(tracker.reports)
+    workload = to_workload(tracker.jobs, tracker.submitted, tracker.ips, origin=origin)
+    asks = [*tracker.submitted.values(), *tracker.finished.values()]
+    passes = pass_phases(asks, timings, origin, tracker.reports[0].started)
+    return Replay(workload, comp, tracker.world.shape, tracker.world.type_speed, passes)
 
 
 def first_look(reports: Sequence[RoundReport]) -> float:
@@ -411,7 +422,7 @@ def run_demo(n_jobs: int = 16, seed: int = 0, config: str | None = None, *,
             thread.join(30)
         measured = measure(tracker, ctl.store)
         sim_cfg = timing([measured], scale.round_seconds)
-        replay = replay_of(tracker, comp)
+        replay = replay_of(tracker, comp, measured.timings)
         rows = _rows(tracker, replay.simulate(sim_cfg))
         result = DemoResult(comp.name, rows, sim_cfg, len(tracker.reports),
                             sum(r.slurm_calls for r in tracker.reports), 0.0, world.daemons,
@@ -535,7 +546,7 @@ def print_comparison(result: DemoResult, console: Console) -> None:
         f"{d['p90_rel_diff']:.0%}, worst {d['worst_rel_diff']:.0%}. Simulator timing "
         "(measured in this run): " + ", ".join(
             f"{label} {d[key]:.2f} s" for key, label in TIMING.items()
-            if d[key] is not None) + ". " + _draws(result.timing)
+            if d[key] is not None) + ". " + _draws(result)
         + f"{result.rounds} rounds, {result.slurm_calls} Slurm calls, "
         f"{result.wall_seconds:.0f} s wall.", highlight=False)
 
@@ -545,11 +556,17 @@ def _sampled(cfg: SimConfig) -> int:
     return sum(len(getattr(cfg, key)) for key in SAMPLED)
 
 
-def _draws(cfg: SimConfig) -> str:
-    """How the simulator's column was predicted, when it drew Slurm's latencies."""
-    n = _sampled(cfg)
-    return (f"Simulator JCT: each job's median over {DRAWS} runs, each start's latency and "
-            f"stop's delay drawn from the {n} measured. ") if n else ""
+def _draws(result: DemoResult) -> str:
+    """How the simulator's column was predicted: Slurm's batch passes for first starts (when
+    the run's were found), latencies drawn for the rest."""
+    n = _sampled(result.timing)
+    passes = result.replay.passes if result.replay is not None else None
+    firsts = ("" if passes is None else
+              f"First starts on Slurm's batch scheduler passes (at most every "
+              f"{BATCH_SCHED_DELAY:.0f} s, slurmctld looking at +{passes[0]:.2f} s). ")
+    drawn = "each restart's latency" if passes is not None else "each start's latency"
+    return firsts + (f"Simulator JCT: each job's median over {DRAWS} runs, {drawn} and "
+                     f"stop's delay drawn from the {n} measured. " if n else "")
 
 
 def demo(

@@ -51,6 +51,14 @@ class SimConfig(BaseModel):
     since Slurm's vary by whole seconds from one start to the next (see
     :mod:`blox_slurm.sim.latency`); ``stop_delay_samples`` likewise for ``stop_delay``. The
     medians above still serve where no samples are given.
+    ``batch_sched_delay``: Slurm's own setting (3 s by default); when set, a first start
+    begins at the StartTime Slurm's batch scheduler gives it, its passes spaced this many
+    whole seconds and set off by arrivals, job ends, stops and releases
+    (:mod:`blox_slurm.sim.passes`), in place of ``start_latency`` or a drawn sample.
+    ``sched_tick_phase`` and ``slurm_second_phase`` place those passes on the simulator's
+    clock: slurmctld looks for a pass at ``sched_tick_phase + k`` seconds, and Slurm's whole
+    seconds begin at ``slurm_second_phase + k``; a recorded run gives both
+    (``blox-slurm demo``), a trace has no phase to keep (0 is as good as any).
     ``quantize_to_rounds``: Blox's accounting, where a job ends at the end of the round in
     which it finishes instead of at its exact time.
     ``stop_when_measured``: end the run once every job in the workload's measurement window has
@@ -87,6 +95,9 @@ class SimConfig(BaseModel):
     stop_delay: float = Field(default=0.0, ge=0)
     stop_delay_samples: tuple[Annotated[float, Field(ge=0)], ...] = ()
     latency_seed: int = 0
+    batch_sched_delay: float | None = Field(default=None, gt=0)
+    sched_tick_phase: float = Field(default=0.0, ge=0, lt=1)
+    slurm_second_phase: float = Field(default=0.0, ge=0, lt=1)
     max_time: float | None = Field(default=None, gt=0)
     stop_when_measured: bool = True
     usage_half_life: float = Field(default=7 * 86400.0, gt=0)

@@ -10,6 +10,10 @@ release; on Slurm some cross a round later, and at short rounds which ones decid
 preempted next, and everything after it. Drawn from the measured latencies, each start gets
 Slurm's spread, and a prediction is the median of several draws (``blox-slurm demo``). The
 jobs started in one round share a draw: on Slurm they start on the same pass.
+
+With ``batch_sched_delay`` set, a first start is not drawn: it gets the StartTime of the
+pass the clock of :mod:`.passes` gives it (restarts are still drawn: their wait holds the
+requeue's own delay and the stopped jobs' completion as well).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import random
 
 from .config import SimConfig
+from .passes import PassClock
 
 
 class SlurmLatency:
@@ -27,16 +32,37 @@ class SlurmLatency:
         self.starts = cfg.start_latency_samples
         self.restarts = cfg.restart_latency_samples
         self.delay, self.delays = cfg.stop_delay, cfg.stop_delay_samples
+        self.stop_latency = cfg.stop_latency
         self._rng = random.Random(cfg.latency_seed)
         self._round = -1.0
         self._drawn: dict[str, tuple[float, float]] = {}
+        self.passes = (None if cfg.batch_sched_delay is None else PassClock(
+            cfg.batch_sched_delay, cfg.sched_tick_phase, cfg.slurm_second_phase))
 
-    def of(self, preempted: bool, t: float) -> tuple[float, float]:
-        """``(start, restart)`` of a start decided at ``t``: its own latency (which a
-        handover replaces) and what a restart adds to it."""
+    def of(self, preempted: bool, t: float, stopped: bool = False) -> tuple[float, float]:
+        """``(start, restart)`` of a start decided at ``t`` (in a round that ``stopped``
+        running jobs): its own latency (which a handover replaces) and what a restart adds
+        to it. A StartTime in the release's own second, before the release, counts as no
+        latency: the simulator runs nothing in the past."""
+        if self.passes is not None:
+            if not preempted:
+                return max(0.0, self._pass_start(t, stopped) - t), 0.0
+            self.passes.ask(t)
         if not (self.starts or self.restarts):
             return self._draw("restart" if preempted else "start")
         return self._shared("restart" if preempted else "start", t)
+
+    def _pass_start(self, t: float, stopped: bool) -> float:
+        """The StartTime of a first start released at ``t``: its batch pass's, or, in a
+        round that stopped running jobs, the pass their completion sets off at once (the
+        epilog's ``schedule()``, which starts every released job that fits, not only the
+        ones the stops were for), if that comes first."""
+        passes = self.passes
+        assert passes is not None
+        start = passes.start_time(t)
+        if stopped:
+            start = min(start, passes.whole_second(t + self.stop_latency))
+        return start
 
     def stop(self, t: float) -> float:
         """How long a job stopped at ``t`` runs on (``SimConfig.stop_delay``)."""

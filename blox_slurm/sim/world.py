@@ -79,13 +79,17 @@ class World:
         # The jobs this round's stops were for: their starts are handovers
         # (SimConfig.handover_latency). Kept only when that latency is set.
         self._handed: frozenset[int] = frozenset()
+        self._stopped = False  # this round stopped or moved running jobs
         self._latency = SlurmLatency(cfg)
+        self._passes = self._latency.passes  # Slurm's batch scheduler (SimConfig), if modelled
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
     # ------------------------------------------------------------------ jobs entering
 
     def arrive(self, job: Job) -> None:
+        if self._passes is not None:  # a submission asks Slurm for a pass
+            self._passes.ask(job.submit_time)
         self._enter(job)
         self.queued[job.id] = job
 
@@ -132,6 +136,8 @@ class World:
             job = self.active.pop(jid)
             self._ran(job, None, ft)
             self._end_run(job, ft)
+            if self._passes is not None:  # so does a job's end
+                self._passes.ask(ft)
             return job, ft
         return None
 
@@ -168,6 +174,7 @@ class World:
             self._stop(m.job_id, t)
         if self.cfg.handover_latency is not None:
             self._handed = frozenset(s.for_job for s in d.stop if s.for_job is not None)
+        self._stopped = bool(d.stop or d.move)
         for st in d.start:
             self._start(st.job_id, st.gpus, t)
         for m in d.move:
@@ -196,6 +203,8 @@ class World:
         """A stop; one before the job's run began (within its start latency) undoes the
         start instead, as holding a released job again does on Slurm."""
         job = self._check(jid, JobState.RUNNING, t)
+        if self._passes is not None:  # and a requeue
+            self._passes.ask(t)
         begun = job.run_since is None or t >= job.run_since
         stopping = self.cfg.stop_latency if begun else 0.0
         if stopping:
@@ -230,7 +239,7 @@ class World:
         latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
         handover = cfg.handover_latency if job.id in self._handed else None
         # A restart's own delay on Slurm comes before its run (see SimConfig)
-        start, restart = self._latency.of(bool(job.preemptions), t)
+        start, restart = self._latency.of(bool(job.preemptions), t, self._stopped)
         latency = (latency + start if handover is None else max(latency, handover)) + restart
         self.active[job.id] = job = transitions.start(
             job, gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
