@@ -274,12 +274,15 @@ def plot(results: list[dict[str, object]], path: Path) -> None:
     for i, name in enumerate(scales, 1):
         ax = fig.add_subplot(1, len(scales), i)
         top = 0.0
-        for res in (r for r in results if r["scale"] == name):
+        # one colour per composition in every panel, whatever order the runs came in
+        for res in sorted((r for r in results if r["scale"] == name),
+                          key=lambda r: list(CASES).index(str(r["composition"]))):
             rows = res["rows"]
             assert isinstance(rows, list)
             xs = [r["emulator"] for r in rows if r["after"] is not None]
             ys = [r["after"] for r in rows if r["after"] is not None]
-            ax.scatter(xs, ys, s=18, label=str(res["composition"]))
+            label = str(res["composition"])
+            ax.scatter(xs, ys, s=18, label=label, color=f"C{list(CASES).index(label)}")
             top = max(top, *xs, *ys)
         ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", lw=0.8, ls="--")
         ax.set_xlim(0, top * 1.05)

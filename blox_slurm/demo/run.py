@@ -170,6 +170,8 @@ class DemoResult:
             "composition": self.composition,
             **self.timing.model_dump(include=set(TIMING)),
             **self.timing.model_dump(include=set(SAMPLED)),
+            # slurmctld's tick and Slurm's seconds on the simulator's clock (None: not found)
+            "pass_phases": None if self.replay is None else self.replay.passes,
             "rounds": self.rounds, "slurm_calls": self.slurm_calls,
             "wall_seconds": self.wall_seconds,
             "median_rel_diff": statistics.median(d) if d else None,

@@ -25,6 +25,9 @@ def test_demo_runs_every_job_and_compares_each_with_the_simulator() -> None:
     assert {d.name for d in result.daemons} >= {"slurmctld", "slurmd node1"}
     summary = result.as_dict()
     assert summary["median_rel_diff"] is not None and summary["worst_rel_diff"] is not None
+    # the run's batch scheduler found on this Slurm: the simulator's first starts use it
+    assert result.replay is not None and result.replay.passes is not None
+    assert all(0.0 <= phase < 1.0 for phase in result.replay.passes)
 
 
 def test_demo_command_prints_json_and_exits_zero() -> None:
@@ -33,3 +36,4 @@ def test_demo_command_prints_json_and_exits_zero() -> None:
     data = json.loads(out.stdout)
     assert [j["job_id"] for j in data["jobs"]] and len(data["jobs"]) == 3
     assert all(j["simulator_jct"] for j in data["jobs"])
+    assert len(data["pass_phases"]) == 2
