@@ -138,3 +138,17 @@ def test_a_runs_phases_pair_each_first_start_with_its_last_release() -> None:
     for t in (0.5, 0.0):
         clock.ask(t)
     assert [clock.start_time(2.0), clock.start_time(3.0)] == pytest.approx([2.27, 5.27])
+
+
+def test_a_handover_starts_on_its_stops_pass_not_the_calibrated_latency() -> None:
+    """LAS on one GPU: B (job 1, arriving at 100 s) takes A's GPU in the round at 300 s, a stop
+    made for it. Without the clock the handover takes the calibrated 5 s; with it, B
+    starts on the pass A's completion runs, in the round's own second (no latency)."""
+    wl = workload((0.0, 1, 1000.0), (100.0, 1, 200.0))
+    base = dict(restart_cost=0.0, handover_latency=5.0)
+    plain = Simulator(wl, comp("las"), cluster(1), SimConfig(**base)).run()
+    clocked = Simulator(wl, comp("las"), cluster(1), SimConfig(
+        **base, batch_sched_delay=3.0)).run()
+    assert {r.id: r.first_start for r in plain.jobs} == {0: 0.0, 1: 305.0}
+    # A, released at 0 just after the pass at 0 (the clock's start), waits for second 3
+    assert {r.id: r.first_start for r in clocked.jobs} == {0: 3.0, 1: 300.0}

@@ -236,16 +236,28 @@ class World:
         self.busy += len(gpus)
         del self.queued[job.id]
         cfg = self.cfg
-        latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
-        handover = cfg.handover_latency if job.id in self._handed else None
-        # A restart's own delay on Slurm comes before its run (see SimConfig)
-        start, restart = self._latency.of(bool(job.preemptions), t, self._stopped)
-        latency = (latency + start if handover is None else max(latency, handover)) + restart
         self.active[job.id] = job = transitions.start(
-            job, gpus, t, rate, cfg.restart_cost, latency, cfg.launch_cost)
+            job, gpus, t, rate, cfg.restart_cost, self._wait(job, gpus, t), cfg.launch_cost)
         if self.by_service is not None:  # as in _stop
             self._ran(None, job, t)
         self._schedule(job, t)
+
+    def _wait(self, job: Job, gpus: tuple[int, ...], t: float) -> float:
+        """Seconds from the round at ``t`` to Slurm running ``job`` on ``gpus``: the stopped
+        jobs' GPUs freeing, then its own latency, or for a handover whichever is longer.
+        With Slurm's batch passes modelled, every first start of a round that stopped jobs
+        is such a handover (the stops' completion runs the pass that starts it), and its
+        pass's StartTime replaces the calibrated handover latency."""
+        cfg = self.cfg
+        latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
+        first = not job.preemptions
+        # A restart's own delay on Slurm comes before its run (see SimConfig)
+        start, restart = self._latency.of(not first, t, self._stopped)
+        if self._passes is not None:
+            handover = start if first and self._stopped else None
+        else:
+            handover = cfg.handover_latency if job.id in self._handed else None
+        return (latency + start if handover is None else max(latency, handover)) + restart
 
     def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:
         """Seconds until the GPUs of jobs stopped before ``t``, and job ``jid`` if it was
