@@ -70,3 +70,15 @@ def test_a_view_stays_the_pool_restricted_to_its_nodes(subsets, steps, made_at) 
         assert view.by_node == want and list(view.by_node) == list(want)
         assert view.count == sum(map(len, want.values()))
         assert pool.only(names) is view
+
+
+@given(st.sets(st.integers(0, len(GPUS) - 1)), st.integers(0, len(GPUS) - 1))
+def test_taking_one_gpu_that_is_not_free_leaves_the_nodes_gpus_as_they_were(taken, one) -> None:
+    """The one-GPU take cuts the GPU out by its position: one that is not there (a caller's
+    mistake the world refuses before) leaves the node's free GPUs unchanged, as a filter
+    did."""
+    pool = FreeGpus({n.name: tuple(g for g in n.gpu_ids if g not in taken | {one})
+                     for n in NODES}, GPUS)
+    before = dict(pool.by_node)
+    pool.take((one,))
+    assert pool.by_node == before

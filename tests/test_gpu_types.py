@@ -6,7 +6,7 @@ import pytest
 from _core_helpers import comp, free_of, pending, place, running, snapshot, started
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
-from blox_slurm.core.fit import allowed
+from blox_slurm.core.fit import NODES, TYPES, allowed, sim_hints
 from blox_slurm.core.model import build_cluster
 from blox_slurm.core.registry import register
 from blox_slurm.core.round import decide
@@ -187,3 +187,12 @@ def test_a_freed_mover_without_room_waits_if_its_gpus_were_taken() -> None:
                explain=True)
     assert started(d) == {3: (0,)} and d.preempt == (1,)
     assert d.reasons[1] == "stopped by its scheduler: not run this round"
+
+
+@pytest.mark.parametrize(("types", "nodes"), [((), None), (("v100",), None), ((), 1),
+                                              (("k80", "v100"), 2)])
+def test_a_simulated_jobs_hints_are_its_types_and_node_count_sorted(types, nodes) -> None:
+    """None for a job free of both (most trace jobs: no list built), else both, sorted."""
+    want = ([(TYPES, ",".join(types))] if types else []) + (
+        [(NODES, str(nodes))] if nodes is not None else [])
+    assert sim_hints(types, nodes) == tuple(sorted(want))

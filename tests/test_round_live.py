@@ -194,3 +194,14 @@ def test_a_policy_that_names_a_job_not_running_is_told_so() -> None:
     comp = build({"scheduling": "las", "preemption": "test-names-a-waiting-job"})
     with pytest.raises(ValueError, match="preemption chose job 3, which is not running"):
         decide(_full_cluster(), comp)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 40).flatmap(lambda n: st.tuples(
+    st.just(n), st.sets(st.integers(0, max(n - 1, 0)), max_size=n), st.integers(0, n))))
+def test_the_running_positions_are_the_range_less_the_pending_ones(case) -> None:
+    """``_others`` cuts the pending positions that end the range off by a bisection: the
+    set difference, whatever block of them ends it (the whole range, none, some)."""
+    n, some, tail = case
+    skip = sorted({i for i in some if i < n} | set(range(n - tail, n)))
+    assert round_module._others(n, skip) == [i for i in range(n) if i not in set(skip)]

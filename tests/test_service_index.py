@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from blox_slurm import loading
 from blox_slurm.core.abstractions import Ranked
 from blox_slurm.core.model import Job, JobState
-from blox_slurm.core.service_index import ServiceIndex
+from blox_slurm.core.service_index import ServiceIndex, waiting_entries
 from blox_slurm.policies.scheduling.las import Las, by_service
 from blox_slurm.sim.config import ClusterSpec, SimConfig
 from blox_slurm.sim.simulator import Simulator
@@ -150,3 +150,40 @@ def test_waiting_jobs_alone_rank_as_the_keyed_sort_ranks_them(rows, ids) -> None
         return j.attained_base, j.submit_time, j.id
 
     assert [j.id for j in by_service(jobs, 1e6)] == [j.id for j in sorted(jobs, key=key)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_whole, _whole, st.sampled_from([0.0, 60.0])), min_size=1,
+                max_size=12),
+       st.lists(st.tuples(_whole, st.sampled_from([0.0, 60.0])), max_size=12))
+def test_waiting_jobs_ranked_below_every_running_one_follow_them(runs, below) -> None:
+    """The merge appends the waiting jobs that rank below every running job together: the
+    plain sort's order, and their positions, with waiting jobs above and among the running
+    ones too."""
+    now = 1e7
+    index = ServiceIndex()
+    running = {jid: _running(jid, submit, base, since, 1)
+               for jid, (base, since, submit) in enumerate(runs)}
+    for job in running.values():
+        index.add(job, now)
+    top = max(j.attained_service(now) for j in running.values())
+    waiting = {100 + i: Job(100 + i, submit, 1, attained_base=top + extra)
+               for i, (extra, submit) in enumerate(below)}
+    waiting[99] = Job(99, 0.0, 1)  # above or among them
+    got = _check(index, running, waiting, now)
+    assert isinstance(got, Ranked)
+
+
+def test_the_waiting_jobs_are_sorted_once_for_the_same_records() -> None:
+    """``ServiceIndex.waiting`` answers as ``waiting_entries`` and sorts again only when a
+    record differs, an equal copy included (its entries would name the other object)."""
+    index = ServiceIndex()
+    jobs = [Job(jid, 0.0, 1, attained_base=float(10 - jid)) for jid in range(5)]
+    first = index.waiting(jobs)
+    assert first == waiting_entries(jobs)
+    assert index.waiting(tuple(jobs)) is first
+    copy = [*jobs[:2], dataclasses.replace(jobs[2]), *jobs[3:]]
+    again = index.waiting(copy)
+    assert again is not first and again == waiting_entries(copy)
+    assert any(entry[3] is copy[2] for entry in again)
+    assert index.waiting(jobs[:4]) == waiting_entries(jobs[:4])

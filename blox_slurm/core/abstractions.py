@@ -110,7 +110,10 @@ class FreeGpus:
         if len(gpus) == 1:  # a 1-GPU job's, most takes of a large run: no sets to build
             one = gpus[0]
             node = self._gpus[one].node
-            by_node[node] = tuple(filter(one.__ne__, by_node[node]))
+            free = by_node[node]
+            if one in free:  # two slices: half the cost of a filter through one.__ne__
+                at = free.index(one)
+                by_node[node] = free[:at] + free[at + 1:]
             if self._views_of:
                 self._sync(node)
         else:

@@ -177,6 +177,8 @@ def sim_hints(types: tuple[str, ...], nodes: int | None) -> tuple[tuple[str, str
     (none: any type) and the exact node count it is bound to (``None``: any number, as the
     simulator's jobs were before a trace could say; a Slurm job asking ``--gres=gpu:N`` is
     bound to one node, and the controller's snapshot says so with the same hint)."""
+    if not types and nodes is None:
+        return ()  # most trace jobs, one per arrival: no list to build and sort
     hints = [(TYPES, ",".join(types))] if types else []
     if nodes is not None:
         hints.append((NODES, str(nodes)))

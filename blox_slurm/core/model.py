@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .records import maker
+
 if TYPE_CHECKING:  # these modules import this one
     from .abstractions import FreeView
     from .service_index import ServiceIndex
@@ -132,6 +134,13 @@ class Job:
         if self.duration is None:
             return None
         return max(0.0, self.duration - self.work_done(now))
+
+
+#: ``Job(**fields)`` at a third of the cost (1.3 us instead of 3.5 for a simulated arrival's
+#: ten fields, see :mod:`blox_slurm.core.records`): a simulation builds one at every arrival
+#: and another for every trace job's runnability check, two million in a million-job run; a
+#: controller's first round, one for every waiting job.
+make_job = maker(Job)
 
 
 @dataclass(frozen=True, slots=True)

@@ -423,13 +423,17 @@ def _pending_positions(order: Sequence[Job]) -> list[int]:
 
 
 def _others(n: int, skip: list[int]) -> list[int]:
-    """``range(n)`` less the ascending positions ``skip``, built from runs of ranges."""
+    """``range(n)`` less the ascending positions ``skip``, built from runs of ranges. Those
+    of ``skip`` that end the range (a full LAS cluster's requeued jobs, ranked below every
+    running one: most of its waiting jobs) are cut off first by a bisection, as they leave
+    no run: ``skip[i] - i`` never falls, and is ``n - len(skip)`` exactly on that tail."""
+    tail = bisect.bisect_left(range(len(skip)), n - len(skip), key=lambda i: skip[i] - i)
     out: list[int] = []
     lo = 0
-    for i in skip:
+    for i in islice(skip, tail):
         out += range(lo, i)
         lo = i + 1
-    out += range(lo, n)
+    out += range(lo, n - len(skip) + tail)
     return out
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from itertools import chain
-from operator import attrgetter, itemgetter, ne
+from operator import attrgetter, is_, itemgetter, ne
 
 from .abstractions import Ranked
 from .model import Job
@@ -47,6 +47,8 @@ class ServiceIndex:
         self.later: dict[int, float] = {}  # job id -> when its run begins, if after its add
         self.inexact: set[int] = set()  # job ids whose service is off the exact grid
         self.sealed: Sequence[Job] | None = None
+        # the waiting jobs last sorted, in the order given, and their sorted entries
+        self._waiting: tuple[list[Job], list[Entry]] = ([], [])
 
     def add(self, job: Job, now: float) -> None:
         """``job``'s record runs, as the world keeps it from ``now`` on."""
@@ -81,6 +83,19 @@ class ServiceIndex:
         until it next changes."""
         self.sealed = jobs
 
+    def waiting(self, jobs: Sequence[Job], bases: Sequence[float] | None = None
+                ) -> list[Entry]:
+        """:func:`waiting_entries` of ``jobs``, kept for the same job records in the same
+        order: a full cluster's round ranks its waiting jobs alone first (the engine's
+        pending-only path), then, the first of them not fitting, all jobs, and LAS ranks
+        every round while jobs wait, mostly the same ones. Records are never changed in
+        place, so the same objects give the same entries."""
+        seen, entries = self._waiting
+        if len(seen) != len(jobs) or not all(map(is_, seen, jobs)):
+            entries = waiting_entries(jobs, bases)
+            self._waiting = (list(jobs), entries)
+        return entries
+
     def order(self, jobs: Sequence[Job], pending: Sequence[Job], now: float) -> list[Job] | None:
         """``jobs`` (the sealed ones: ``pending``, which hold no GPUs and so are ranked by
         their base, and the running) by attained service at ``now``, submit time and id,
@@ -98,7 +113,7 @@ class ServiceIndex:
         keys = list(map(_base, pending))
         if any(map(ne, keys, keys)):
             return None  # NaN: a plain sort ranks it where it happens to be
-        waiting = waiting_entries(pending, keys)
+        waiting = self.waiting(pending, keys)
         if len(runs) == 1 and _all_exact(keys):
             ((g, running),) = runs.items()
             return _gallop(waiting, running, self.members[g], g * now)
@@ -117,9 +132,10 @@ def waiting_entries(jobs: Sequence[Job], bases: Sequence[float] | None = None
     return sorted(zip(bases, map(_submit, jobs), map(_id, jobs), jobs, strict=True))
 
 
-def waiting_order(jobs: Sequence[Job]) -> list[Job]:
-    """``jobs``, none of them running, by (attained service, submit time, id)."""
-    return list(map(_job, waiting_entries(jobs)))
+def waiting_order(jobs: Sequence[Job], index: ServiceIndex | None = None) -> list[Job]:
+    """``jobs``, none of them running, by (attained service, submit time, id); sorted once
+    for the same jobs with a world's ``index`` (:meth:`ServiceIndex.waiting`)."""
+    return list(map(_job, waiting_entries(jobs) if index is None else index.waiting(jobs)))
 
 
 def _key(job: Job) -> Key:
@@ -139,11 +155,17 @@ def _gallop(waiting: list[Entry], keys: list[Key], jobs: list[Job], offset: floa
     """Sorted ``waiting`` (exact keys) merged into the running ``jobs``, whose ``keys`` are
     ``offset`` below their services: each waiting job is placed by a bisection, the running
     ones between two waiting jobs are copied as a slice (a round has a few waiting jobs and
-    a thousand running), and where the waiting ones went is noted on the way."""
+    a thousand running), and where the waiting ones went is noted on the way. Those ranked
+    below every running job (a full cluster's requeued ones: most of its waiting jobs) are
+    appended together."""
     out = Ranked()
     at: list[int] = []
-    lo = 0
-    for c, submit, jid, job in waiting:
+    lo, end = 0, len(keys)
+    for k, (c, submit, jid, job) in enumerate(waiting):
+        if lo == end:  # below every running job: the rest follow in their order, at once
+            at += range(len(out), len(out) + len(waiting) - k)
+            out += map(_job, waiting[k:])
+            break
         hi = bisect.bisect_left(keys, (c - offset, submit, jid), lo)
         out += jobs[lo:hi]
         at.append(len(out))

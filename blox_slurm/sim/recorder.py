@@ -8,7 +8,12 @@ point and still say what happened, and so a fork that records nothing costs noth
 from __future__ import annotations
 
 from ..core.model import Job
+from ..core.records import maker
 from .records import Choice, JobRecord
+
+#: ``JobRecord(**fields)`` without the frozen ``__init__``'s ``object.__setattr__`` per
+#: field (see :mod:`blox_slurm.core.records`): one for every finished job.
+_make_record = maker(JobRecord)
 
 
 class Recorder:
@@ -38,9 +43,11 @@ class Recorder:
         self.choices.append(Choice(at, composition, state))
 
     def finished(self, job: Job, at: float) -> None:
-        self.records.append(JobRecord(
-            job.id, job.submit_time, job.num_gpus, job.duration or 0.0,
-            job.first_start if job.first_start is not None else at, at,
-            job.preemptions, job.attained_service(at), job.model, job.user))
+        self.records.append(_make_record(
+            id=job.id, submit_time=job.submit_time, num_gpus=job.num_gpus,
+            duration=job.duration or 0.0,
+            first_start=job.first_start if job.first_start is not None else at, finish=at,
+            preemptions=job.preemptions, gpu_seconds=job.attained_service(at),
+            model=job.model, user=job.user))
         if self.measured is None or job.id in self.measured:
             self.done_goal += 1

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from ..core.accounting import DecayedUsage
 from ..core.composition import Composition
 from ..core.fit import sim_hints
-from ..core.model import ClusterSnapshot, Gpu, Job, Node
+from ..core.model import ClusterSnapshot, Gpu, Node, make_job
 from ..core.round import decide
 from ..core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, for_rates, for_steps
 from ..workloads.schema import JobSpec, Workload
@@ -168,9 +168,11 @@ class Run:
         specs, i, t, world = self.specs, self.next_spec, self.t, self.world
         while i < len(specs) and specs[i].submit_time <= t:
             s = specs[i]
-            world.arrive(Job(s.id, s.submit_time, s.num_gpus, s.user, s.account, s.model,
-                             s.duration, s.cpus, s.memory_mb, last_event=s.submit_time,
-                             hints=sim_hints(s.gpu_types, s.nodes)))
+            world.arrive(make_job(
+                id=s.id, submit_time=s.submit_time, num_gpus=s.num_gpus, user=s.user,
+                account=s.account, model=s.model, duration=s.duration, cpus=s.cpus,
+                memory_mb=s.memory_mb, last_event=s.submit_time,
+                hints=sim_hints(s.gpu_types, s.nodes)))
             i += 1
             self.dirty = True
         self.next_spec = i

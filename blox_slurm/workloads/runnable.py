@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from ..core.model import Job
+from ..core.model import make_job
 from ..core.throughput import ThroughputModel
 from .schema import JobSpec, Workload, WorkloadError
 
@@ -36,7 +36,8 @@ def progress_types(spec: JobSpec, model: ThroughputModel, types: Sequence[str]
     a multi-GPU job, spread over nodes: the check must not depend on a composition's world
     (spread or consolidated rates), so every composition of a comparison keeps the same
     jobs."""
-    job = Job(spec.id, spec.submit_time, spec.num_gpus, model=spec.model)
+    job = make_job(id=spec.id, submit_time=spec.submit_time, num_gpus=spec.num_gpus,
+                   model=spec.model)
     spans = (1, 2) if spec.num_gpus > 1 else (1,)
     return tuple(t for t in types
                  if all(model.rate(job, spec.num_gpus, n, t) > 0 for n in spans))
