@@ -34,11 +34,12 @@ def pass_phases(asks: Iterable[float], timings: Timings, origin: float,
     others = [t - origin for t in asks] + [at - first_round for _, at in timings.stops]
     for job, released in by_job.items():
         runs = timings.runs.get(job, ())
-        paired = max((r for r in released if runs and r <= runs[0] - origin + 1.0),
-                     default=None)
-        if paired is not None:
-            starts.append((paired, runs[0] - origin))
-            released.remove(paired)
+        if runs:  # its first StartTime, paired with the last release before it
+            start = runs[0] - origin
+            paired = max((r for r in released if r <= start + 1.0), default=None)
+            if paired is not None:
+                starts.append((paired, start))
+                released.remove(paired)
         others += released
     second = (-origin) % 1.0
     tick, _ = fit_tick_phase(others, starts, BATCH_SCHED_DELAY, second)

@@ -77,7 +77,8 @@ class World:
         self._gpu_ready = [0.0] * len(gpus)
         self._job_ready: dict[int, float] = {}
         # The jobs this round's stops were for: their starts are handovers
-        # (SimConfig.handover_latency). Kept only when that latency is set.
+        # (SimConfig.handover_latency). Kept only when that latency is set and Slurm's batch
+        # passes are not modelled (with them, every first start of a stopping round is one).
         self._handed: frozenset[int] = frozenset()
         self._stopped = False  # this round stopped or moved running jobs
         self._latency = SlurmLatency(cfg)
@@ -172,7 +173,7 @@ class World:
             self._stop(sp.job_id, t)
         for m in d.move:
             self._stop(m.job_id, t)
-        if self.cfg.handover_latency is not None:
+        if self.cfg.handover_latency is not None and self._passes is None:
             self._handed = frozenset(s.for_job for s in d.stop if s.for_job is not None)
         self._stopped = bool(d.stop or d.move)
         for st in d.start:
@@ -253,10 +254,10 @@ class World:
         first = not job.preemptions
         # A restart's own delay on Slurm comes before its run (see SimConfig)
         start, restart = self._latency.of(not first, t, self._stopped)
-        if self._passes is not None:
-            handover = start if first and self._stopped else None
+        if job.id in self._handed:
+            handover: float | None = cfg.handover_latency
         else:
-            handover = cfg.handover_latency if job.id in self._handed else None
+            handover = start if first and self._stopped and self._passes is not None else None
         return (latency + start if handover is None else max(latency, handover)) + restart
 
     def _stopping(self, jid: int, gpus: tuple[int, ...], t: float) -> float:
