@@ -9,9 +9,7 @@ every job submitted is held and marked for the controller), its GPUs filled by 1
 dry-run controller (FIFO) runs a first round on an empty store, then warm rounds; the table
 gives medians of the warm ones and the first one, split into:
 
-* ``slurm``: time in Slurm's client processes (``squeue``, ``sinfo``, ``scontrol``), wall
-  time while at least one runs (a first round on 22.05 reads the listing of every job beside
-  the queue);
+* ``slurm``: time in Slurm's client processes (``squeue``, ``sinfo``, ``scontrol``);
 * ``parse``: the rest of the client's calls (turning their output into records, while no
   Slurm process runs);
 * ``store``: the store's reads and writes;
@@ -35,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -69,29 +66,18 @@ LAUNCHER = ("import os, subprocess, sys\n"
 
 
 class Clock:
-    """Seconds spent per part of a round, added up by the proxies below. A part under way in
-    two threads at once (a first round's listing of every job, read beside the queue) counts
-    the wall time in which any of them ran, once: its sum would exceed the round."""
+    """Seconds spent per part of a round, added up by the proxies below."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = defaultdict(float)
-        self._open: dict[str, tuple[int, float]] = {}  # name -> (threads in it, since)
-        self._lock = threading.Lock()
 
     @contextmanager
     def part(self, name: str) -> Iterator[None]:
-        with self._lock:
-            n, since = self._open.get(name, (0, time.perf_counter()))
-            self._open[name] = (n + 1, since)
+        since = time.perf_counter()
         try:
             yield
         finally:
-            with self._lock:
-                n, since = self._open.pop(name)
-                if n > 1:
-                    self._open[name] = (n - 1, since)
-                else:
-                    self.spent[name] += time.perf_counter() - since
+            self.spent[name] += time.perf_counter() - since
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:

@@ -8,11 +8,11 @@ A read (see ``docs/controller.md``, "What a round does to Slurm"):
    prints an array's own record once per waiting task, put back together here). Fields in
    :mod:`~.squeue_plain`'s format;
 2. on a Slurm whose ``-O`` has no excluded nodes (22.05): the same with ``-o "%A %x"``;
-3. for each job that began a run since the last read and holds GPUs: ``scontrol -d show
-   job -o REF`` (the GPU indices it holds on each node), kept while that run lasts; for
-   more than :data:`ONE_BY_ONE` new runs, one read of them all (on 22.05 the listing of
-   every job, later their JSON records), which a reader's first read makes beside the
-   queue read (:meth:`QueueReader._read_ahead`);
+3. for the jobs that began a run since the last read and hold GPUs: one ``scontrol``
+   reading a ``show job REF`` for each from its stdin, with ``details`` and ``oneliner``
+   (the records of ``scontrol -d show job -o REF``: the GPU indices each holds on each
+   node), kept while that run lasts; for more new runs than :func:`show_limit` allows,
+   one read of them all (on 22.05 the listing of every job, later their JSON records);
 4. for each array first seen without a record that shows its throttle (``3-9%3``):
    ``scontrol show job -o REF`` of one record (``ArrayTaskThrottle``), kept while the array
    is in the queue;
@@ -27,12 +27,10 @@ between two rounds almost every waiting job is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from types import MappingProxyType
-from typing import TypeVar
 
 from .arrays import bracket
 from .client import GresAlloc, SlurmError, SlurmJob
@@ -47,18 +45,24 @@ DESCRIBED = {"job requeued in held state": "JobHeldUser"}
 #: ... and descriptions that begin with their code: ``ReqNodeNotAvail, UnavailableNodes:n4``.
 CODE_FIRST = ("ReqNodeNotAvail, ",)
 
-#: More new runs than this in one read are read in one call (see ``_gpus_of``): one
-#: ``scontrol`` costs ~5 ms, one read of them all 0.15 s (24.11, JSON) to 0.4 s (22.05) at
-#: 20,000 queued jobs, benchmarks/bench_queue_scale.py.
-ONE_BY_ONE = 16
+#: The new runs' records, one ``show job`` a run read from stdin (:meth:`QueueReader._shown`).
+SHOW = ("scontrol",)
+#: What Slurm says of a job that left the queue before its ``show job``: 22.05 and 24.11
+#: print an array task's "not found" on stdout, 26.05 on stderr.
+GONE = re.compile(r"(?:slurm_load_jobs|scontrol_print_job) error: Invalid job id specified"
+                  r"|Job \d+(?:[_+]\d+)? not found")
 #: The listing of every job with the GPU indices each holds (``-d``), for 22.05.
 LISTING = ("scontrol", "-d", "show", "job", "-o")
-#: The running jobs' JSON records, for a Slurm whose ``--json`` honours filters (24.11 on).
-RUNNING_JSON = ("squeue", "--json", "--states=RUNNING")
+#: A ``show job`` costs slurmctld and ``scontrol`` about what this many records of the
+#: listing do (22.05 at 20,000 queued jobs: 0.7 ms of wall time a ``show job``, 0.035 ms a
+#: listed record; benchmarks/bench_queue_scale.py and docs/controller.md).
+SHOW_COST = 20
+#: ... and up to this many new runs are read by ``show job`` whatever the queue's length.
+SHOW_ALWAYS = 64
 
 JsonRead = Callable[[list[str]], list[SlurmJob]]
 _Run = tuple[int, float | None]  # (job id, start of its run)
-_T = TypeVar("_T")
+_Held = dict[_Run, Mapping[str, GresAlloc]]
 
 
 def described(reason: str) -> bool:
@@ -87,7 +91,6 @@ class QueueReader:
         self._gpus: dict[_Run, Mapping[str, GresAlloc]] = {}
         self._throttles: dict[int, int] = {}  # array job id -> its throttle (0: none)
         self._codes: dict[tuple[int, str], str] = {}
-        self._first = True  # no read has succeeded yet: see _listing_ahead
 
     def plain_format(self, dialect: Dialect) -> PlainFormat:
         """This reader's format; the first call puts it into the runner's environment."""
@@ -101,41 +104,16 @@ class QueueReader:
         fmt = self.plain_format(dialect)
         where = [] if partitions is None else [f"--partition={','.join(sorted(partitions))}"]
         argv = [*dialect.plain_squeue, *where]
-        with self._read_ahead(dialect, where) as ahead:
-            out = self.runner.run(argv, idempotent=True)
-            excluded = None if fmt.exc_nodes else self._excluded(argv, dialect)
-            try:
-                jobs = _regrouped(self._parse(fmt, out, excluded))
-            except MalformedField as e:
-                raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
-            jobs = self._with_throttles(jobs, dialect)
-            self._gpus = self._gpus_of(jobs, dialect, ahead)
-        self._first = False
+        out = self.runner.run(argv, idempotent=True)
+        excluded = None if fmt.exc_nodes else self._excluded(argv, dialect)
+        try:
+            jobs = _regrouped(self._parse(fmt, out, excluded))
+        except MalformedField as e:
+            raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
+        jobs = self._with_throttles(jobs, dialect)
+        self._gpus = self._gpus_of(jobs, dialect)
         held = [_holding(j, self._gpus.get((j.job_id, j.start_time))) for j in jobs]
         return self._with_codes(held, dialect)
-
-    @contextmanager
-    def _read_ahead(self, dialect: Dialect, where: list[str]) -> Iterator[_Ahead]:
-        """On this reader's first read, the read of every run's GPUs, started in a second
-        thread before the queue read: the listing of every job on 22.05 (:data:`LISTING`,
-        spooled, see :meth:`Runner.run`), the running jobs' JSON records later
-        (:data:`RUNNING_JSON`). A controller starting beside a busy cluster needs it for the
-        GPUs of every run, and read after the queue it was the slowest call of that round
-        (0.45 s of ``scontrol`` at 20,000 jobs, most of it the client's own formatting,
-        which a second core does while this one parses the queue). Later reads know the runs
-        already and read a new one on its own. What was read ahead may be a moment older
-        or newer than the queue: :meth:`_held_all` takes from it only the runs whose start
-        it shows. Leaving waits for the read, so no thread or Slurm client outlives the
-        call."""
-        if not self._first:
-            yield _Ahead()
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="blox-read-ahead") as pool:
-            if dialect.json_filters:
-                yield _Ahead(running=pool.submit(self._json_read, [*RUNNING_JSON, *where]))
-            else:
-                yield _Ahead(listing=pool.submit(self.runner.run, LISTING, idempotent=True,
-                                                 spool=True))
 
     def _parse(self, fmt: PlainFormat, out: str, excluded: Mapping[int, str] | None
                ) -> list[ParsedJob]:
@@ -192,44 +170,53 @@ class QueueReader:
         except MalformedField as e:
             raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
 
-    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect, ahead: _Ahead
-                 ) -> dict[_Run, Mapping[str, GresAlloc]]:
+    def _gpus_of(self, jobs: list[ParsedJob], dialect: Dialect) -> _Held:
         """The GPUs each job in a run holds on each node, kept from the read that first saw
-        that run (the indices do not change while it lasts). New runs are read one by one,
-        or all in one read when there are more than :data:`ONE_BY_ONE` (a controller
-        starting beside a busy cluster) or it was read ``ahead`` anyway."""
+        that run (the indices do not change while it lasts). The new runs are read in one
+        ``scontrol`` (:meth:`_shown`), or by one read of them all when there are more than
+        :func:`show_limit` allows (a controller starting beside a busy cluster); a run not
+        found there exactly once is read on its own."""
         running = {(j.job_id, j.start_time): j for j in jobs
                    if j.in_run and j.num_gpus and j.nodes}
         known = {k: a for k in running if (a := self._gpus.get(k)) is not None}
         new = [j for k, j in running.items() if k not in known]
-        if new and (ahead.started or len(new) > ONE_BY_ONE):
-            known.update(self._held_all(new, dialect, ahead))
+        if new:
+            many = len(new) > show_limit(len(jobs))
+            known.update(self._held_all(new, dialect) if many else self._shown(new, dialect))
         known.update(((j.job_id, j.start_time), self._held(j, dialect)) for j in new
                      if (j.job_id, j.start_time) not in known)
         return known
 
-    def _held_all(self, new: list[ParsedJob], dialect: Dialect, ahead: _Ahead
-                  ) -> dict[_Run, Mapping[str, GresAlloc]]:
+    def _shown(self, new: list[ParsedJob], dialect: Dialect) -> _Held:
+        """The new runs' records from one ``scontrol`` reading a ``show job REF`` for each
+        from its stdin, as ``scontrol -d show job -o REF`` prints each: one process and a
+        small RPC a job, instead of a process a job or the listing of every job. A job
+        that left the queue meanwhile is missing from the output (:data:`GONE`)."""
+        script = "details\noneliner\n" + "".join(f"show job {j.ref}\n" for j in new)
+        out = self.runner.run(SHOW, idempotent=True, stdin=script, gone=GONE)
+        return self._runs_in(out, new, SHOW, dialect)
+
+    def _held_all(self, new: list[ParsedJob], dialect: Dialect) -> _Held:
         """Many new runs in one read: their JSON records where Slurm honours ``--jobs``,
-        else every job's ``scontrol -d show job -o`` record (what was read ``ahead``, when it
-        was and did not fail). A job not found there exactly once (gone, or a name posing as
-        a record), or found in another run than the queue's, is left to a read of its own."""
+        else every job's ``scontrol -d show job -o`` record."""
         if dialect.json_filters:
-            read = _result(ahead.running)
-            if read is None:
-                read = self._json_jobs([j.job_id for j in new], dialect)
-            records = {j.job_id: j for j in read}
+            records = {j.job_id: j for j in self._json_jobs([j.job_id for j in new], dialect)}
             return {(j.job_id, j.start_time): r.gpu_alloc for j in new
                     if (r := records.get(j.job_id)) is not None and r.start_time == j.start_time}
-        out = _result(ahead.listing)
-        if out is None:
-            out = self.runner.run(LISTING, idempotent=True)
+        return self._runs_in(self.runner.run(LISTING, idempotent=True), new, LISTING, dialect)
+
+    @staticmethod
+    def _runs_in(out: str, new: list[ParsedJob], argv: tuple[str, ...], dialect: Dialect
+                 ) -> _Held:
+        """The runs of ``new`` whose records ``scontrol`` printed in ``out``: a job found
+        there other than exactly once (gone, or a name posing as a record), or in another
+        run than the queue's (requeued meanwhile), is left to a read of its own."""
         by_id = job_records(out, {j.job_id for j in new})
         try:
             runs = [(j, *held_run(found[0], j.job_id, j.name)) for j in new
                     if len(found := by_id.get(j.job_id, [])) == 1]
         except MalformedField as e:
-            raise SlurmError(f"`{' '.join(LISTING)}` on {dialect}: {e}", LISTING) from None
+            raise SlurmError(f"`{' '.join(argv)}` on {dialect}: {e}", argv) from None
         return {(j.job_id, j.start_time): MappingProxyType(alloc)
                 for j, start, alloc in runs if start == j.start_time}
 
@@ -259,29 +246,10 @@ class QueueReader:
                 for j in jobs]
 
 
-@dataclass(frozen=True)
-class _Ahead:
-    """What a first read reads beside the queue (see :meth:`QueueReader._read_ahead`): the
-    listing of every job (22.05) or the running jobs' JSON records; neither on other
-    reads."""
-
-    listing: Future[str] | None = None
-    running: Future[list[SlurmJob]] | None = None
-
-    @property
-    def started(self) -> bool:
-        return self.listing is not None or self.running is not None
-
-
-def _result(read: Future[_T] | None) -> _T | None:
-    """What a read ahead gave; None when there was none or it failed: the caller reads
-    again, and a failure that lasts is that read's to report."""
-    if read is None:
-        return None
-    try:
-        return read.result()
-    except SlurmError:
-        return None
+def show_limit(queued: int) -> int:
+    """How many new runs a read takes by ``show job`` before one read of them all is
+    cheaper, with ``queued`` records in the queue (see :data:`SHOW_COST`)."""
+    return max(SHOW_ALWAYS, queued // SHOW_COST)
 
 
 def _holding(job: ParsedJob, alloc: Mapping[str, GresAlloc] | None) -> ParsedJob:

@@ -1,7 +1,8 @@
 """A ``subprocess.run`` stand-in answering a :class:`CliBackend` from one Slurm version's
 recorded output (``fixtures/<major.minor>/``, written by ``record_fixtures.py``): the
 ``--json`` reads, the plain queue read with the backend's own secret tokens put in, and the
-per-job ``scontrol show job -o`` reads, cut from the recorded listing of every job."""
+per-job ``scontrol show job -o`` reads (on the command line, or as ``show job`` commands on
+an ``scontrol``'s stdin), cut from the recorded listing of every job."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def scontrol_records(text: str) -> list[str]:
 class Recorded:
     """Answers from ``root``; ``edit`` may change a JSON file's data before it is printed,
     ``plain`` the plain read's text (with the tokens in), ``listing`` that of
-    ``scontrol show job`` of every job.
+    ``scontrol show job`` of every job and of an ``scontrol`` reading ``show job`` commands.
     Every argv is kept in ``argvs``."""
 
     def __init__(self, root: Path, files: Mapping[tuple[str, ...], str] = FILES,
@@ -60,6 +61,8 @@ class Recorded:
 
     def __call__(self, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[str]:
         self.argvs.append(tuple(argv))
+        if list(argv) == ["scontrol"]:
+            return self._commands(argv, kw.get("input") or "")
         text = self._answer(list(argv), kw.get("env") or {})
         if text is None:
             return subprocess.CompletedProcess(argv, 1, "", f"{argv[0]}: unrecognized option")
@@ -108,6 +111,22 @@ class Recorded:
         want = (f"ArrayJobId={array} ArrayTaskId={task} " if task else f"JobId={ref} ")
         return "".join(r + "\n" for r in scontrol_records(text) if want in r.split(
             " JobName=")[0] + " ")
+
+    def _commands(self, argv: Sequence[str], script: str) -> subprocess.CompletedProcess[str]:
+        """``scontrol`` reading commands from stdin, as it answers without a terminal: each
+        command echoed after the prompt, a ``show job`` of a job not in the recording an
+        error on stderr and exit 1 (the other records printed all the same)."""
+        out, err = [], []
+        for line in script.splitlines():
+            out.append(f"scontrol: {line}\n")
+            verb, _, ref = line.rpartition(" ")
+            if verb == "show job":
+                record = self._job(ref)
+                out.append(record)
+                err += [] if record else ["slurm_load_jobs error: Invalid job id specified\n"]
+        text = "".join(out) + "scontrol: "
+        text = self.listing(text) if self.listing is not None else text
+        return subprocess.CompletedProcess(argv, 1 if err else 0, text, "".join(err))
 
     def _plain(self, argv: list[str], env: Mapping[str, str]) -> str:
         field_end, record_end = tokens(env)

@@ -21,7 +21,7 @@ from _recorded import FILES, backend
 from blox_slurm.slurm.client import SlurmError, SlurmJob, SlurmNode
 from blox_slurm.slurm.dialect import Dialect, dialect_of
 from blox_slurm.slurm.parse import MalformedField, job_from_json, node_from_json
-from blox_slurm.slurm.queue_read import LISTING, RUNNING_JSON
+from blox_slurm.slurm.queue_read import SHOW
 
 FIX = Path(__file__).parent / "fixtures"
 VERSIONS = sorted(p.name for p in FIX.iterdir() if (p / "release.txt").exists())
@@ -52,17 +52,13 @@ def test_the_dialect_comes_from_meta_and_picks_the_node_call(version: str) -> No
     # One read to learn the dialect (on 22.05 it is the node list itself), then the node
     # list, then the queue in the plain format (never `squeue --json` of the queue: the
     # requeued job's description is one whose code is known), then what the plain format
-    # lacks. Beside the first queue read, in a thread, the running jobs' GPUs are read (the
-    # listing of every job on 22.05, the running jobs' JSON records later; see
-    # tests/slurm/test_queue_read.py): where it lands among the others is the threads' race.
-    ahead = LISTING if version == "22.05" else RUNNING_JSON
-    assert argvs.count(ahead) == 1
-    reads = [a for a in argvs if a != ahead]
+    # lacks: the running jobs' GPUs from one scontrol reading a `show job` for each (see
+    # tests/slurm/test_queue_read.py).
     plain = ("squeue", "-h", "--noconvert", one_line_per_record, "--states=all")
-    assert reads[reads.index(node_call) + 1] == plain
+    assert argvs[argvs.index(node_call) + 1] == plain
+    assert argvs.count(SHOW) == 1 and argvs.index(SHOW) > argvs.index(plain)
     assert argvs.count(("sinfo", "--json")) == 1
-    assert [a for a in argvs if "--json" in a and a[0] == "squeue"] == (
-        [] if version == "22.05" else [RUNNING_JSON])
+    assert not [a for a in argvs if "--json" in a and a[0] == "squeue"]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

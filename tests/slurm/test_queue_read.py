@@ -5,9 +5,7 @@ Slurm needed."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from _recorded import backend, position, tokens
@@ -15,7 +13,7 @@ from _recorded import backend, position, tokens
 from blox_slurm.slurm import queue_read
 from blox_slurm.slurm.client import SlurmError
 from blox_slurm.slurm.parse import ParsedJob, job_records
-from blox_slurm.slurm.queue_read import LISTING, RUNNING_JSON, code_of, described
+from blox_slurm.slurm.queue_read import LISTING, SHOW, code_of, described, show_limit
 from blox_slurm.slurm.squeue_plain import job_from_plain
 
 FIX = Path(__file__).parent / "fixtures"
@@ -34,11 +32,10 @@ def test_a_steady_read_is_one_call_two_on_22_05(version: str) -> None:
     n = len(fake.argvs)
     cli.list_jobs()
     first = _reads(fake.argvs, n)
-    details = [a for a in first if a[:2] == ("scontrol", "-d") or a[:2] == ("squeue", "--json")]
-    # each running GPU job's indices, once, read beside the first queue read: the listing of
-    # every job on 22.05 (test_the_first_read_lists_every_job_beside_the_queue), the running
-    # jobs' JSON records later
-    assert details == ([LISTING] if version == "22.05" else [RUNNING_JSON])
+    details = [a for a in first if a == SHOW or a[:2] in (("scontrol", "-d"), ("squeue", "--json"))]
+    # each running GPU job's indices, once, in one scontrol reading a `show job` for each
+    # (test_the_new_runs_are_read_in_one_scontrol)
+    assert details == [SHOW]
     n = len(fake.argvs)
     cli.list_jobs()
     assert [a[0] for a in _reads(fake.argvs, n)] == (
@@ -98,14 +95,16 @@ def test_a_new_run_has_its_gpus_read_once(version: str) -> None:
                 records[i] = field_end.join(values)
         return (record_end + "\n").join(records)
 
-    cli, fake = backend(FIX / version, plain=restart)
+    def restarted(text: str) -> str:  # scontrol's record of job 1 shows the new run too
+        return _moved_start(text, 60) if moved else text
+
+    cli, fake = backend(FIX / version, plain=restart, listing=restarted)
     cli.list_jobs()
     moved = True
     n = len(fake.argvs)
     job = next(j for j in cli.list_jobs() if j.job_id == 1)
     again = _reads(fake.argvs, n)
-    assert [a for a in again if a[0] == "scontrol"] == [("scontrol", "-d", "show", "job",
-                                                        "-o", "1")]
+    assert [a for a in again if a[0] == "scontrol"] == [SHOW]
     assert sum(a.count for a in job.gpu_alloc.values()) == 2
     n = len(fake.argvs)
     cli.list_jobs()
@@ -120,7 +119,7 @@ def test_a_description_with_no_known_code_is_read_once_from_json(version: str) -
     cli, fake = backend(FIX / version, plain=describe)
     job = next(j for j in cli.list_jobs() if j.job_id == 5)
     assert job.reason == "Resources"  # the code the JSON gives
-    asked = [a for a in fake.argvs if "--json" in a and a[0] == "squeue" and a != RUNNING_JSON]
+    asked = [a for a in fake.argvs if "--json" in a and a[0] == "squeue"]
     only_five = ("squeue", "--json", "--states=all", "--jobs=5")
     assert asked == [only_five if version != "22.05" else only_five[:-1]]
     n = len(fake.argvs)
@@ -164,9 +163,9 @@ def test_descriptions_and_codes() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_many_new_runs_are_read_in_one_call(version: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """More new runs than ONE_BY_ONE after the first read (which reads every run's GPUs
-    ahead): one read for all of them (their JSON records where --jobs is honoured, every
-    job's scontrol record on 22.05). The first read here does not show them yet."""
+    """More new runs than show_limit allows: one read of them all (their JSON records where
+    --jobs is honoured, every job's scontrol record on 22.05). The first read here does not
+    show them yet."""
     def hidden(text: str) -> str:
         if shown:
             return text
@@ -174,7 +173,7 @@ def test_many_new_runs_are_read_in_one_call(version: str,
         return "".join(r + record_end + "\n" for r in text.split(record_end + "\n")[:-1]
                        if r.split(field_end)[0] not in {"1", "2", "3", "6"})
 
-    monkeypatch.setattr(queue_read, "ONE_BY_ONE", 2)
+    monkeypatch.setattr(queue_read, "SHOW_ALWAYS", 2)
     shown = False
     cli, fake = backend(FIX / version, plain=hidden)
     assert not {1, 2, 3, 6} & {j.job_id for j in cli.list_jobs(finished=True)}
@@ -190,11 +189,13 @@ def test_many_new_runs_are_read_in_one_call(version: str,
                for i in (1, 2, 3, 6))
 
 
+@pytest.mark.parametrize("always", [2, queue_read.SHOW_ALWAYS])
 def test_a_name_posing_as_a_record_gets_its_job_a_read_of_its_own(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """22.05's listing of every job: job 4's name holds a newline and what looks like job
-    1's record with other GPUs. Job 1 is then read on its own, and holds what it holds."""
-    monkeypatch.setattr(queue_read, "ONE_BY_ONE", 2)
+        always: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Job 4's name holds a newline and what looks like job 1's record with other GPUs, in
+    22.05's listing of every job (4 new runs, more than 2 read by `show job`) and in the
+    records one scontrol shows. Job 1 is then read on its own, and holds what it holds."""
+    monkeypatch.setattr(queue_read, "SHOW_ALWAYS", always)
     fake_one = ("JobId=1 JobName=wrap UserId=root(0) JOB_GRES=gpu:v100:2 Nodes=node3 "
                 "CPU_IDs=0 Mem=4096 GRES=gpu:v100:2(IDX:2-3) MinCPUsNode=1")
 
@@ -203,75 +204,72 @@ def test_a_name_posing_as_a_record_gets_its_job_a_read_of_its_own(
 
     cli, fake = backend(FIX / "22.05", listing=forged)
     one = next(j for j in cli.list_jobs() if j.job_id == 1)
+    assert [a for a in fake.argvs if a[0] == "scontrol"][0] == (LISTING if always == 2 else SHOW)
     assert ("scontrol", "-d", "show", "job", "-o", "1") in fake.argvs
     assert one.gpu_alloc == next(j for j in cli.json_jobs() if j.job_id == 1).gpu_alloc
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_first_read_reads_every_runs_gpus_beside_the_queue(version: str) -> None:
-    """A controller's first read: the read of every run's GPUs (the listing of every job on
-    22.05, the running jobs' JSON records later) is asked for while the queue read is still
-    under way, not after it. The queue read here waits for that call; read one after the
-    other, it never comes."""
-    ahead = threading.Event()
+def test_the_new_runs_are_read_in_one_scontrol(version: str) -> None:
+    """The first read: the GPUs of the four running jobs from one scontrol reading a `show
+    job` for each (no read of every job, no read of one job); later reads: none."""
+    def detail(argv: tuple[str, ...]) -> bool:  # not the arrays' throttle reads
+        return argv == SHOW or argv[:2] in (("scontrol", "-d"), ("squeue", "--json"))
 
-    def listing(text: str) -> str:
-        ahead.set()
-        return text
-
-    def running(name: str, data: dict[str, Any]) -> None:
-        if name == "squeue.json":
-            ahead.set()
-
-    def queue(text: str) -> str:
-        if not reads:
-            ahead.wait(timeout=5)
-        reads.append(text)
-        return text
-
-    reads: list[str] = []
-    cli, fake = backend(FIX / version, plain=queue, listing=listing, edit=running)
+    cli, fake = backend(FIX / version)
     first = cli.list_jobs(finished=True)
-    assert ahead.is_set()
-    assert [a for a in fake.argvs if a[:2] in (("scontrol", "-d"), ("squeue", "--json"))] == [
-        LISTING if version == "22.05" else RUNNING_JSON]
+    assert [a for a in fake.argvs if detail(a)] == [SHOW]
     json = {j.job_id: j for j in cli.json_jobs()}
     assert all(j.gpu_alloc == json[j.job_id].gpu_alloc for j in first)
     assert sum(bool(j.gpu_alloc) for j in first) == RUNNING_WITH_GPUS
     n = len(fake.argvs)
-    assert cli.list_jobs(finished=True) == first  # later reads: nothing read ahead
-    assert not [a for a in _reads(fake.argvs, n) if a[0] == "scontrol" or "--json" in a]
+    assert cli.list_jobs(finished=True) == first
+    assert not [a for a in _reads(fake.argvs, n) if detail(a)]
 
 
-@pytest.mark.parametrize("version", ["24.11", "26.05"])
-def test_a_failed_read_ahead_is_read_again_after_the_queue(
-        version: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The running jobs' JSON read ahead fails (here: refused): the first read does not
-    fail with it, and reads the new runs' records as it would without reading ahead."""
-    cli, fake = backend(FIX / version)
-    monkeypatch.setattr(fake, "_running", lambda argv: None)  # exit 1, "unrecognized option"
-    first = {j.job_id: j for j in cli.list_jobs(finished=True)}
-    assert ("squeue", "--json", "--states=all", "--jobs=1,2,3,6") in fake.argvs
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_run_gone_before_its_show_job_costs_the_others_nothing(version: str) -> None:
+    """Job 77 runs in the queue read (a copy of job 6) and has left before its `show job`:
+    scontrol exits 1, the other runs' GPUs are taken from its output, and 77 is read on its
+    own (and found gone: no GPUs)."""
+    def with_77(text: str) -> str:
+        field_end, record_end = tokens(cli.runner.env)
+        six = next(r for r in text.split(record_end + "\n") if r.startswith(f"6{field_end}"))
+        return text + f"77{field_end}{six.partition(field_end)[2]}{record_end}\n"
+
+    cli, fake = backend(FIX / version, plain=with_77)
+    jobs = {j.job_id: j for j in cli.list_jobs(finished=True)}
     json = {j.job_id: j for j in cli.json_jobs()}
-    assert all(first[i].gpu_alloc == json[i].gpu_alloc and first[i].gpu_alloc
+    assert [a for a in fake.argvs if a == SHOW or a[:2] == ("scontrol", "-d")] == [
+        SHOW, ("scontrol", "-d", "show", "job", "-o", "77")]
+    assert all(jobs[i].gpu_alloc == json[i].gpu_alloc and jobs[i].gpu_alloc
                for i in (1, 2, 3, 6))
+    assert not jobs[77].gpu_alloc
+
+
+def test_the_show_limit_grows_with_the_queue() -> None:
+    assert show_limit(10) == show_limit(0) == queue_read.SHOW_ALWAYS
+    assert show_limit(20_000) == 20_000 // queue_read.SHOW_COST > queue_read.SHOW_ALWAYS
 
 
 def test_a_listed_record_of_another_run_is_not_taken() -> None:
-    """The listing read beside the queue may be older than it: job 1 still pending there
-    (or in an earlier run) holds no GPUs of the run the queue shows. It is read on its own."""
-    def earlier(text: str) -> str:
-        start = next(r for r in text.splitlines() if r.startswith("JobId=1 ")).split(
-            " StartTime=")[1].split(" ")[0]
-        return "\n".join(r.replace(f" StartTime={start} ", f" StartTime={int(start) - 60} ")
-                         if r.startswith("JobId=1 ") else r for r in text.splitlines())
-
-    cli, fake = backend(FIX / "22.05", listing=earlier)
+    """The records read after the queue may be of another run than the queue shows (job 1
+    requeued and started again meanwhile): that run's GPUs are not taken. It is read on its
+    own."""
+    cli, fake = backend(FIX / "22.05", listing=lambda text: _moved_start(text, -60))
     one = next(j for j in cli.list_jobs() if j.job_id == 1)
     assert [a for a in fake.argvs if a[0] == "scontrol"] == [
-        LISTING, ("scontrol", "-d", "show", "job", "-o", "1")]
+        SHOW, ("scontrol", "-d", "show", "job", "-o", "1")]
     assert one.gpu_alloc == next(j for j in cli.json_jobs() if j.job_id == 1).gpu_alloc
     assert one.gpu_alloc
+
+
+def _moved_start(text: str, by: int) -> str:
+    """scontrol's records with job 1's StartTime moved ``by`` seconds."""
+    start = next(r for r in text.splitlines() if r.startswith("JobId=1 ")).split(
+        " StartTime=")[1].split(" ")[0]
+    return "\n".join(r.replace(f" StartTime={start} ", f" StartTime={int(start) + by} ")
+                     if r.startswith("JobId=1 ") else r for r in text.splitlines())
 
 
 def test_job_records_cuts_out_the_records_asked_for() -> None:

@@ -15,7 +15,9 @@ from _live import Jobs, wait_for
 
 from blox_slurm.emulator.cluster import Emulator
 from blox_slurm.slurm.cli_backend import CliBackend
-from blox_slurm.slurm.client import SlurmJob
+from blox_slurm.slurm.client import SlurmError, SlurmJob
+from blox_slurm.slurm.parse import held_run, job_records
+from blox_slurm.slurm.queue_read import GONE, SHOW
 
 pytestmark = pytest.mark.slurm
 HOSTILE = "odd|name, with\ta tab, a %j and\na newline"
@@ -137,3 +139,23 @@ def test_a_steady_read_makes_the_calls_the_docs_say(cli: CliBackend, queue: Jobs
     calls = cli.calls
     ran = next(j for j in cli.list_jobs(["blox"]) if j.job_id == job)
     assert cli.calls - calls == steady and sum(a.count for a in ran.gpu_alloc.values()) == 1
+
+
+def test_one_scontrol_shows_each_run_asked_for_and_passes_over_gone_jobs(
+        cli: CliBackend, queue: Jobs) -> None:
+    """What a queue read sends ``scontrol`` on its stdin for the new runs, on this version's
+    ``scontrol``: a running job's record as ``scontrol -d show job -o`` prints it alone, and
+    jobs that are not there (an id, a task of a job that is no array) only make the exit
+    code 1, with words :data:`GONE` knows."""
+    job = queue.submit("--gres=gpu:v100:2", "--job-name=two gpus")
+    queue.wait_state(job, "RUNNING")
+    script = f"details\noneliner\nshow job 999999\nshow job {job}\nshow job {job}_7\n"
+    with pytest.raises(SlurmError) as failed:
+        cli.runner.run(SHOW, idempotent=True, stdin=script)
+    assert failed.value.returncode == 1
+    out = cli.runner.run(SHOW, idempotent=True, stdin=script, gone=GONE)
+    alone = cli.runner.run(["scontrol", "-d", "show", "job", "-o", str(job)], idempotent=True)
+    [record] = job_records(out)[job]
+    start, alloc = held_run(record, job, "two gpus")
+    assert (start, alloc) == held_run(alone, job, "two gpus")
+    assert start == queue.get(job).start_time and sum(a.count for a in alloc.values()) == 2
