@@ -6,8 +6,9 @@
 A 32 x 4-GPU emulator with the job-submit plugin (and a heartbeat this script keeps fresh, so
 every job submitted is held and marked for the controller), its GPUs filled by 128 running
 1-GPU jobs, then held 1-GPU jobs submitted up to each queue length. At each length a
-dry-run controller (FIFO) runs a first round on an empty store, then warm rounds; the table
-gives medians of the warm ones and the first one, split into:
+dry-run controller (FIFO) runs a first round on an empty store, then warm rounds, then a new
+controller on the same store runs its first round (a daemon restarted); the table gives
+medians of the warm ones, the first one and the restarted one, split into:
 
 * ``slurm``: time in Slurm's client processes (``squeue``, ``sinfo``, ``scontrol``);
 * ``parse``: the rest of the client's calls (turning their output into records, while no
@@ -202,10 +203,11 @@ def measure(world: World, queued: int, warm: int) -> dict[str, Any]:
     ctl = controller(world, f"q{queued}", clock, runner)
     first = one_round(ctl, clock)
     rounds = [one_round(ctl, clock) for _ in range(warm)]
+    restart = one_round(controller(world, f"q{queued}", clock, runner), clock)
     peaks: list[tuple[str, int]] = []
     probe = Runner(str(world.emu.conf), timeout=120, execute=peak_execute(peaks))
     one_round(controller(world, f"q{queued}-mem", Clock(), probe), Clock())
-    return {"queued": queued, "first": first,
+    return {"queued": queued, "first": first, "restart": restart,
             "warm": {k: statistics.median(r[k] for r in rounds) for k in rounds[0]},
             "rss": vm("VmRSS"), "hwm": vm("VmHWM"),
             "client_peak": max((kb for _, kb in peaks), default=0) / 1024,
@@ -223,15 +225,17 @@ def table(rows: list[dict[str, Any]], version: str, nodes: int) -> str:
             f"{'client MiB':>11}")
     lines = [head]
     for r in rows:
-        for label, w in (("warm", r["warm"]), ("first", r["first"])):
+        for label in ("warm", "first", "restart"):
+            w = r[label]
             lines.append(
-                f"{r['queued'] if label == 'warm' else 'first':>7} {w['jobs']:>6g} "
+                f"{r['queued'] if label == 'warm' else label:>7} {w['jobs']:>6g} "
                 f"{w['round']:>7.3f} {w['slurm']:>7.3f} {w['parse']:>7.3f} {w['store']:>7.3f} "
                 f"{w['decide']:>7.3f} {w['other']:>7.3f} {w['cpu']:>7.3f} {w['calls']:>6g}" + (
                     f" {r['rss']:>8.0f} {r['hwm']:>7.0f} {r['client_peak']:>7.0f} "
                     f"({r['client_peak_by']})" if label == "warm" else ""))
     lines.append("seconds; a queue length's first line: the median of the warm rounds, its "
-                 "second: the first round on an empty store")
+                 "second: the first round on an empty store, its third: the first round of a "
+                 "controller started again on that store")
     return "\n".join(lines)
 
 
@@ -251,7 +255,7 @@ def main() -> None:
             waiting = n
             rows.append(measure(world, n, args.warm))
             print("\n".join(table(rows[-1:], world.emu.client().version(), args.nodes)
-                            .splitlines()[2:4]), flush=True)
+                            .splitlines()[2:5]), flush=True)
         print(table(rows, world.emu.client().version(), args.nodes))
 
 
