@@ -221,6 +221,24 @@ def test_what_the_store_keeps_between_rounds_is_what_its_file_says(tmp_path) -> 
     assert rows(later)[3]["state"] == "done" and set(later.extras(400.0)) == {2}
 
 
+def test_a_restarted_store_rewrites_no_rank_that_stands(tmp_path) -> None:
+    """A store opened afresh on the file (a restarted controller) knows the ranks and
+    reasons its rows hold: the first round writes only the ones that changed."""
+    path = tmp_path / "s.db"
+    store = Store(path)
+    waiting = [obs(i, "alice", 10.0, 0) for i in range(1, 101)]
+    store.observe(100.0, waiting, {})
+    ranks, reasons = {i: i - 1 for i in range(1, 101)}, {i: "Priority" for i in range(2, 101)}
+    store.update_policy_state(range(1, 101), [], ranks, reasons)
+    later = Store(path)
+    later.observe(200.0, waiting, {})
+    changes = later.db.conn.total_changes
+    later.update_policy_state(range(1, 101), [], {**ranks, 7: 0, 1: 6}, {**reasons, 1: "x"})
+    assert later.db.conn.total_changes - changes == 2  # jobs 1 and 7
+    assert {r["job_id"]: (r["rank"], r["reason"]) for r in later.jobs()} == {
+        **{i: (i - 1, "Priority") for i in range(2, 101)}, 1: (6, "x"), 7: (0, "Priority")}
+
+
 def test_a_new_waiting_jobs_row_is_the_row_every_column_written_gives(tmp_path,
                                                                         monkeypatch) -> None:
     """New waiting jobs' rows are written with only the columns their observation sets, the

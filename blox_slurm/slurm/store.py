@@ -273,6 +273,8 @@ class Store:
             self.db.execute("UPDATE jobs SET last_seen = ? WHERE state != 'done' "
                             "AND last_seen IS NOT ?", [now, now])
         self._folded = {o.job_id: (o, gpus[o.job_id]) for o in seen}
+        if gone is None:  # a restarted controller: the rows hold the ranks it last wrote
+            self._ranked = {j: (r["rank"], r["reason"]) for j, r in known.items()}
         written = {r["job_id"]: r for r in (*upserts, *waiting)}
         self._remember(written if gone is not None else {**known, **written}, gone is None)
         for job_id in written:
