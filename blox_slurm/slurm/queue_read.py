@@ -191,7 +191,9 @@ class QueueReader:
         """The new runs' records from one ``scontrol`` reading a ``show job REF`` for each
         from its stdin, as ``scontrol -d show job -o REF`` prints each: one process and a
         small RPC a job, instead of a process a job or the listing of every job. A job
-        that left the queue meanwhile is missing from the output (:data:`GONE`)."""
+        that left the queue meanwhile is missing from the output (:data:`GONE`). A ref is
+        made of the integers parsed from the queue (``123``, ``123_4``), so no text a user
+        chose reaches ``scontrol``'s commands."""
         script = "details\noneliner\n" + "".join(f"show job {j.ref}\n" for j in new)
         out = self.runner.run(SHOW, idempotent=True, stdin=script, gone=GONE)
         return self._runs_in(out, new, SHOW, dialect)
