@@ -16,20 +16,28 @@ from .model import ClusterSnapshot, Decisions, GpuId, Job, JobState
 _FIELDS = [f.name for f in fields(Job)]
 
 
+#: A class with ``Job``'s slots, unfrozen: a record is built as one of these, its slots set by
+#: plain attribute stores, then made a ``Job`` by assigning its class (allowed between classes
+#: of the same slots; the frozen ``Job`` refuses stores, its own slots' setters cost a call
+#: each). Only :func:`_compile`'s functions ever hold one.
+_Unfrozen = type("_Unfrozen", (), {"__slots__": Job.__slots__})
+
+
 def _compile(names: tuple[str, ...]) -> Callable[..., Job]:
     """``evolve(job, *values)``: a copy of ``job`` with the fields ``names`` set to
     ``values``, its slots written directly. A frozen dataclass's ``__init__`` routes every
     one of the 23 fields through ``object.__setattr__`` (record rebuilding was ~7% of a large
     simulation), and a loop over the slots costs twice one generated function per set of
-    fields, unrolled as dataclasses generates ``__init__``."""
+    fields, unrolled as dataclasses generates ``__init__``. The slots are stored on an
+    ``_Unfrozen`` record made a ``Job`` at the end: 2.5x faster than calling each slot's
+    setter (0.47 against 1.17 us for a start's record)."""
     unknown = sorted(set(names) - set(_FIELDS))
     if unknown:
         raise TypeError(f"Job has no field(s) {', '.join(unknown)}")
-    setters = {f"_set_{name}": getattr(Job, name).__set__ for name in _FIELDS}
-    body = "".join(f"    _set_{f}(_out, {f if f in names else '_job.' + f})\n" for f in _FIELDS)
-    namespace: dict[str, Any] = {"_new": object.__new__, "_Job": Job, **setters}
-    exec(f"def evolve(_job, {', '.join(names)}):\n    _out = _new(_Job)\n{body}    return _out\n",
-         namespace)
+    body = "".join(f"    _out.{f} = {f if f in names else '_job.' + f}\n" for f in _FIELDS)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_Job": Job, "_Unfrozen": _Unfrozen}
+    exec(f"def evolve(_job, {', '.join(names)}):\n    _out = _new(_Unfrozen)\n{body}"
+         "    _out.__class__ = _Job\n    return _out\n", namespace)
     return namespace["evolve"]  # type: ignore[no-any-return]
 
 
