@@ -18,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
+from operator import attrgetter
 from typing import ClassVar, Protocol, runtime_checkable
 
 from .model import ClusterSnapshot, Decisions, Drain, Gpu, GpuId, Job, NodeState
+
+_node = attrgetter("node")  # a GPU's node, read in C
 
 
 class FreeView(Protocol):
@@ -106,11 +109,18 @@ class FreeGpus:
             view.by_node[node] = gpus
 
     def take(self, gpus: Sequence[GpuId]) -> None:
+        if not gpus:
+            return
         by_node = self.by_node
-        if len(gpus) == 1:  # a 1-GPU job's, most takes of a large run: no sets to build
+        node = self._gpus[gpus[0]].node
+        free = by_node[node]
+        n = len(gpus)
+        if free[:n] == gpus:  # the first free GPUs of one node (placement's usual answer)
+            by_node[node] = free[n:]
+            if self._views_of:
+                self._sync(node)
+        elif n == 1:  # a 1-GPU job's: no sets to build
             one = gpus[0]
-            node = self._gpus[one].node
-            free = by_node[node]
             if one in free:  # two slices: half the cost of a filter through one.__ne__
                 at = free.index(one)
                 by_node[node] = free[:at] + free[at + 1:]
@@ -118,37 +128,40 @@ class FreeGpus:
                 self._sync(node)
         else:
             gone = set(gpus).__contains__
-            for node in {self._gpus[g].node for g in gpus}:
+            for node in set(map(_node, map(self._gpus.__getitem__, gpus))):
                 by_node[node] = tuple(filterfalse(gone, by_node[node]))
                 if self._views_of:
                     self._sync(node)
-        self.count -= len(gpus)
+        self.count -= n
 
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted or finished job (only those on nodes still
         schedulable)."""
-        gpus_, by_node = self._gpus, self.by_node
         if len(gpus) == 1:  # as in take: most gives of a large run, no grouping needed
-            node = gpus_[gpus[0]].node
-            free = by_node.get(node)
-            if free is not None:
-                by_node[node] = tuple(sorted((*free, gpus[0])))
-                self.count += 1
-                if self._views_of:
-                    self._sync(node)
+            self._give_to(self._gpus[gpus[0]].node, gpus)
             return
         # One pass groups them by node: a preemption trial returns the GPUs of dozens of
-        # victims at once, and a pass per node touched was most of a Gavel run's time.
+        # victims at once, and a pass per node touched was most of a Gavel run's time. The
+        # nodes are read in C, and a job's GPUs on one node (most jobs') need no grouping.
+        nodes = list(map(_node, map(self._gpus.__getitem__, gpus)))
+        if not nodes or nodes.count(nodes[0]) == len(nodes):
+            if nodes:
+                self._give_to(nodes[0], gpus)
+            return
         back: dict[str, list[GpuId]] = {}
-        for g in gpus:
-            back.setdefault(gpus_[g].node, []).append(g)
+        for node, g in zip(nodes, gpus, strict=True):
+            back.setdefault(node, []).append(g)
         for node, mine in back.items():
-            free = by_node.get(node)
-            if free is not None:
-                by_node[node] = tuple(sorted((*free, *mine)))
-                self.count += len(mine)
-                if self._views_of:
-                    self._sync(node)
+            self._give_to(node, mine)
+
+    def _give_to(self, node: str, gpus: Sequence[GpuId]) -> None:
+        """``gpus``, all of ``node``, back to its free GPUs if it is in the pool."""
+        free = self.by_node.get(node)
+        if free is not None:
+            self.by_node[node] = tuple(sorted((*free, *gpus)))
+            self.count += len(gpus)
+            if self._views_of:
+                self._sync(node)
 
 
 def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, ...] | None:
