@@ -51,7 +51,7 @@ from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
 from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
-from .model import ClusterSnapshot, Decisions, Job, NodeState, Start
+from .model import ClusterSnapshot, Decisions, Job, NodeState, Start, make_start
 
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id, _gpus = attrgetter("admitted"), attrgetter("id"), attrgetter("gpus")
@@ -278,7 +278,7 @@ class _Walk:
             return False
         free.take(gpus)
         self.booked.add(self.snapshot, job, gpus)
-        self.ledger.starts.append(Start(job.id, gpus))
+        self.ledger.starts.append(make_start(job_id=job.id, gpus=gpus))
         return True
 
     def move(self, job: Job, pos: int, leaving: Collection[int]) -> None:
@@ -564,7 +564,7 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
             return None
         free.take(gpus)
         booked.add(snapshot, job, gpus)
-        starts.append(Start(job.id, gpus))
+        starts.append(make_start(job_id=job.id, gpus=gpus))
     return Decisions(admit=admit, start=tuple(starts), order=tuple(map(_id, schedule.order)),
                      drain=view.drain, flag=view.flag, marks=schedule.marks,
                      composition=comp.name)

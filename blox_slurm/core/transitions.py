@@ -12,15 +12,12 @@ from dataclasses import fields, replace
 from typing import Any
 
 from .model import ClusterSnapshot, Decisions, GpuId, Job, JobState
+from .records import unfrozen
 
 _FIELDS = [f.name for f in fields(Job)]
 
 
-#: A class with ``Job``'s slots, unfrozen: a record is built as one of these, its slots set by
-#: plain attribute stores, then made a ``Job`` by assigning its class (allowed between classes
-#: of the same slots; the frozen ``Job`` refuses stores, its own slots' setters cost a call
-#: each). Only :func:`_compile`'s functions ever hold one.
-_Unfrozen = type("_Unfrozen", (), {"__slots__": Job.__slots__})
+_Unfrozen = unfrozen(Job)  # see _compile (Job derives from object alone: it has a twin)
 
 
 def _compile(names: tuple[str, ...]) -> Callable[..., Job]:
@@ -29,8 +26,8 @@ def _compile(names: tuple[str, ...]) -> Callable[..., Job]:
     one of the 23 fields through ``object.__setattr__`` (record rebuilding was ~7% of a large
     simulation), and a loop over the slots costs twice one generated function per set of
     fields, unrolled as dataclasses generates ``__init__``. The slots are stored on an
-    ``_Unfrozen`` record made a ``Job`` at the end: 2.5x faster than calling each slot's
-    setter (0.47 against 1.17 us for a start's record)."""
+    unfrozen twin made a ``Job`` at the end (:func:`~.records.unfrozen`): 2.5x faster than
+    calling each slot's setter (0.47 against 1.17 us for a start's record)."""
     unknown = sorted(set(names) - set(_FIELDS))
     if unknown:
         raise TypeError(f"Job has no field(s) {', '.join(unknown)}")
