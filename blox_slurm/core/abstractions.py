@@ -18,12 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
-from operator import attrgetter
 from typing import ClassVar, Protocol, runtime_checkable
 
 from .model import ClusterSnapshot, Decisions, Drain, Gpu, GpuId, Job, NodeState
-
-_node = attrgetter("node")  # a GPU's node, read in C
 
 
 class FreeView(Protocol):
@@ -128,7 +125,7 @@ class FreeGpus:
                 self._sync(node)
         else:
             gone = set(gpus).__contains__
-            for node in set(map(_node, map(self._gpus.__getitem__, gpus))):
+            for node in {self._gpus[g].node for g in gpus}:
                 by_node[node] = tuple(filterfalse(gone, by_node[node]))
                 if self._views_of:
                     self._sync(node)
@@ -137,31 +134,28 @@ class FreeGpus:
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted or finished job (only those on nodes still
         schedulable)."""
+        gpus_, by_node = self._gpus, self.by_node
         if len(gpus) == 1:  # as in take: most gives of a large run, no grouping needed
-            self._give_to(self._gpus[gpus[0]].node, gpus)
+            node = gpus_[gpus[0]].node
+            free = by_node.get(node)
+            if free is not None:
+                by_node[node] = tuple(sorted((*free, gpus[0])))
+                self.count += 1
+                if self._views_of:
+                    self._sync(node)
             return
         # One pass groups them by node: a preemption trial returns the GPUs of dozens of
-        # victims at once, and a pass per node touched was most of a Gavel run's time. The
-        # nodes are read in C, and a job's GPUs on one node (most jobs') need no grouping.
-        nodes = list(map(_node, map(self._gpus.__getitem__, gpus)))
-        if not nodes or nodes.count(nodes[0]) == len(nodes):
-            if nodes:
-                self._give_to(nodes[0], gpus)
-            return
+        # victims at once, and a pass per node touched was most of a Gavel run's time.
         back: dict[str, list[GpuId]] = {}
-        for node, g in zip(nodes, gpus, strict=True):
-            back.setdefault(node, []).append(g)
+        for g in gpus:
+            back.setdefault(gpus_[g].node, []).append(g)
         for node, mine in back.items():
-            self._give_to(node, mine)
-
-    def _give_to(self, node: str, gpus: Sequence[GpuId]) -> None:
-        """``gpus``, all of ``node``, back to its free GPUs if it is in the pool."""
-        free = self.by_node.get(node)
-        if free is not None:
-            self.by_node[node] = tuple(sorted((*free, *gpus)))
-            self.count += len(gpus)
-            if self._views_of:
-                self._sync(node)
+            free = by_node.get(node)
+            if free is not None:
+                by_node[node] = tuple(sorted((*free, *mine)))
+                self.count += len(mine)
+                if self._views_of:
+                    self._sync(node)
 
 
 def first_gpus(groups: Iterable[tuple[GpuId, ...]], count: int) -> tuple[GpuId, ...] | None:

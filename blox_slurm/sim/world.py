@@ -278,9 +278,9 @@ class World:
         n, gpu_type = len(gpus), self._gpu_type
         if n == 1:  # most starts of a large run: no sets to build
             rate = self.model.rate(job, 1, 1, gpu_type[gpus[0]])
-        else:  # the sets in C; most multi-GPU starts are on one type: no generator for it
-            types = set(map(gpu_type.__getitem__, gpus))
-            spans = len(set(map(self._gpu_node.__getitem__, gpus)))
+        else:  # most multi-GPU starts are on one type: no generator for it
+            types = {gpu_type[g] for g in gpus}
+            spans = len({self._gpu_node[g] for g in gpus})
             rate_of = self.model.rate
             rate = (rate_of(job, n, spans, *types) if len(types) == 1
                     else min(rate_of(job, n, spans, ty) for ty in types))

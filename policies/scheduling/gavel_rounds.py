@@ -626,14 +626,15 @@ class GavelRounds(SchedulingBase):
         assignment), the running jobs Gavel did not pick (the ones that make room), and the
         waiting jobs that fit no single type; the last two in arrival order. Each job's
         state is read from its field, not through ``Job.running``: a call per active job."""
-        jobs, type_of = r.jobs, r.gpu_type.__getitem__
+        jobs, gpu_type = r.jobs, r.gpu_type
         folded = [t.casefold() for t in r.types]
         stay: list[Job] = []
         come: list[Job] = []
         for i, t in chosen.items():
             j, want = jobs[i], folded[t]
-            # its GPUs' types against the one chosen, in C (no generator frame)
-            kept = j.gpus and not any(map(want.__ne__, map(type_of, j.gpus)))
+            gpus = j.gpus  # most jobs hold one GPU: its type alone, without a generator
+            kept = gpus and gpu_type[gpus[0]] == want and (
+                len(gpus) == 1 or all(gpu_type[g] == want for g in gpus))
             (stay if kept else come).append(j)
         others = [j for i, j in enumerate(jobs) if i not in chosen]
         held = [j for j in others if j.state is _RUNNING]
