@@ -162,8 +162,11 @@ class _Epoch:
         kept = self._standing
         if kept is None or kept[0] is not js:
             share, deficit = self.rows(js.id_list)
+            # per type, each job's place by (deficit, allocation) decreasing, ties by arrival
+            # (a permutation's argsort is its inverse)
+            tied = np.lexsort((-share.T, -deficit.T)).argsort(axis=1)
             kept = self._standing = (js, _Standing(
-                share, deficit, js.runs & (share > 0), -share.T, -deficit.T,
+                share, deficit, js.runs & (share > 0), tied,
                 [jid in self.share for jid in js.id_list]))
         return kept[1]
 
@@ -176,8 +179,9 @@ class _Standing:
     share: np.ndarray  # jobs x types
     deficit: np.ndarray  # jobs x types
     ranked: np.ndarray  # where a job has a priority: an allocation on a type it runs on
-    share_key: np.ndarray  # -share.T and -deficit.T: the per-type order's later keys
-    deficit_key: np.ndarray
+    # types x jobs: each job's place in the type's order by deficit, then allocation
+    # (decreasing), then arrival: the per-type order's later keys as one
+    tied: np.ndarray
     allocated: list[bool]  # per job: the reset allocated it (it may run this epoch)
 
 
@@ -590,9 +594,11 @@ class GavelRounds(SchedulingBase):
         may = ((r.js.runs & (prio > 0)).T.tolist() if self.p.allocation == "fifo"
                else r.js.runs_by_type)
         chosen: dict[int, int] = {}
-        # Every type's order in one stable sort (ties stay in arrival order): row t ranks
-        # the jobs for type t. Plain lists: numpy scalars and per-type masks are slow here.
-        ranked_by_type = np.lexsort((s.share_key, s.deficit_key, -prio.T)).tolist()
+        # Every type's order in one sort, priority first and then the standing's order of
+        # deficits, allocations and arrival: row t ranks the jobs for type t (two keys sort
+        # a third faster than the three). Plain lists: numpy scalars and per-type masks are
+        # slow here.
+        ranked_by_type = np.lexsort((s.tied, -prio.T)).tolist()
         capacity = r.capacity.tolist()
         for t in type_order:
             left, fills = capacity[t], may[t]
