@@ -83,6 +83,10 @@ class World:
         self._stopped = False  # this round stopped or moved running jobs
         self._latency = SlurmLatency(cfg)
         self._passes = self._latency.passes  # Slurm's batch scheduler (SimConfig), if modelled
+        # No wait before any start and no run-on after any stop (a Gavel-mode world): its
+        # 355,000 starts and stops ask nothing
+        self._instant = (self._latency.instant and not cfg.stop_latency
+                         and cfg.handover_latency is None)
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -217,7 +221,7 @@ class World:
         # It runs on until Slurm requeues it (SimConfig.stop_delay), then holds its GPUs,
         # its service counted, for what is left of the stop latency
         ran = t
-        if begun and (delay := self._latency.stop(t)):
+        if begun and not self._instant and (delay := self._latency.stop(t)):
             ran += delay
             stopping = max(0.0, stopping - delay)
         self._end_run(job, ran + stopping)
@@ -249,6 +253,8 @@ class World:
         With Slurm's batch passes modelled, every first start of a round that stopped jobs
         is such a handover (the stops' completion runs the pass that starts it), and its
         pass's StartTime replaces the calibrated handover latency."""
+        if self._instant:
+            return 0.0
         cfg = self.cfg
         latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
         first = not job.preemptions
