@@ -82,3 +82,21 @@ def test_taking_one_gpu_that_is_not_free_leaves_the_nodes_gpus_as_they_were(take
     before = dict(pool.by_node)
     pool.take((one,))
     assert pool.by_node == before
+
+
+@settings(deadline=None)
+@given(st.sets(st.integers(0, len(GPUS) - 1)), st.sampled_from(_NAMES), st.integers(1, 4))
+def test_taking_a_nodes_first_free_gpus_leaves_the_rest(taken, name, k) -> None:
+    """Placement's usual answer, the first free GPUs of one node (the take's prefix path),
+    and then their give: the pool equals the free set recomputed each time."""
+    pool = FreeGpus({n.name: tuple(g for g in n.gpu_ids if g not in taken) for n in NODES},
+                    GPUS)
+    first = pool.by_node[name][:k]
+    pool.take(first)
+    free = set(range(len(GPUS))) - taken - set(first)
+    assert pool.by_node == {n.name: tuple(g for g in n.gpu_ids if g in free) for n in NODES}
+    assert pool.count == len(free)
+    pool.give(first)
+    free |= set(first)
+    assert pool.by_node == {n.name: tuple(g for g in n.gpu_ids if g in free) for n in NODES}
+    assert pool.count == len(free)

@@ -7,6 +7,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from blox_slurm.core.model import Job, NodeState, build_cluster
 from blox_slurm.core.throughput import ParametricThroughput, for_steps
 from blox_slurm.loading import build, load
 from blox_slurm.policies.scheduling.gavel import allocate
-from blox_slurm.policies.scheduling.gavel_rounds import GavelRounds, fifo_types
+from blox_slurm.policies.scheduling.gavel_rounds import GavelRounds, _Epoch, fifo_types
 from blox_slurm.sim.cli import _sim_overrides
 from blox_slurm.sim.config import MODES, SimConfig
 from blox_slurm.sim.simulator import Simulator
@@ -417,3 +418,27 @@ def test_a_job_set_kept_between_rounds_decides_as_one_derived_afresh(
         b = fresh.order(snapshot(shape, jobs, now=now), jobs)
         assert ([j.id for j in a.order], a.types, a.stop) == ([j.id for j in b.order],
                                                                b.types, b.stop)
+
+
+_values = st.integers(0, 3).map(float)  # few values: ties on every key
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 12).flatmap(lambda n: st.tuples(
+    st.lists(st.tuples(_values, _values, _values, _values), min_size=n, max_size=n),
+    st.lists(st.tuples(_values, _values), min_size=n, max_size=n))))
+def test_the_standings_tie_order_ranks_as_the_three_keys_do(
+        rows: tuple[list[tuple[float, ...]], list[tuple[float, float]]]) -> None:
+    # A round ranks each type's jobs by priority, then the standing's order of deficits,
+    # allocations and arrival (``_Standing.tied``, one key): as the three keys sorted
+    # together, ties broken by arrival, did.
+    values, prios = rows
+    n = len(values)
+    share = {jid: np.array(v[:2]) for jid, v in enumerate(values)}
+    deficit = {jid: np.array(v[2:4]) for jid, v in enumerate(values)}
+    epoch = _Epoch(0.0, 0.0, ("v100", "k80"), frozenset(share), share, deficit)
+    js = SimpleNamespace(id_list=list(range(n)), runs=np.ones((n, 2), dtype=bool))
+    s = epoch.standing(js)  # type: ignore[arg-type]
+    prio = np.array(prios, dtype=float).reshape(n, 2)
+    want = np.lexsort((-s.share.T, -s.deficit.T, -prio.T))
+    assert np.lexsort((s.tied, -prio.T)).tolist() == want.tolist()

@@ -1,4 +1,5 @@
-"""blox_slurm.core.records.maker: the same objects as the dataclass's own __init__."""
+"""blox_slurm.core.records.maker: the same objects as the dataclass's own __init__, built on an
+unfrozen twin of the class (one derived from another dataclass: through its slots' setters)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from types import MappingProxyType
 
 import pytest
 
-from blox_slurm.core.model import Job, JobState
-from blox_slurm.core.records import maker
+from blox_slurm.core.model import Job, JobState, Move, Start, Stop, make_move, make_start, make_stop
+from blox_slurm.core.records import maker, unfrozen
 from blox_slurm.slurm.client import GresAlloc
 from blox_slurm.slurm.parse import ParsedJob, make_parsed_job
 from blox_slurm.slurm.snapshot import JobExtras, make_extras
@@ -44,9 +45,25 @@ def test_a_made_object_is_the_one_init_builds_defaults_and_factories_included() 
 
 
 def test_a_made_object_is_frozen() -> None:
-    made = maker(_Child)(a=1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        made.a = 2  # type: ignore[misc]
+    for made in (maker(_Child)(a=1), maker(_Base)(a=1)):  # through setters, and a twin
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.a = 2  # type: ignore[misc]
+
+
+def test_a_class_of_its_own_has_a_twin_a_derived_one_none() -> None:
+    assert unfrozen(_Base) is unfrozen(_Base) is not None
+    assert unfrozen(_Child) is None
+    _same(maker(_Base)(a=1, b="x"), _Base(1, "x"))
+    _same(maker(_Base)(a=1), _Base(1))
+
+
+def test_the_rounds_starts_stops_and_moves_made_equal_those_init_builds() -> None:
+    _same(make_start(job_id=1, gpus=(2, 3)), Start(1, (2, 3)))
+    _same(make_stop(job_id=1), Stop(1))
+    _same(make_stop(job_id=1, for_job=4), Stop(1, 4))
+    _same(make_move(job_id=1, gpus=(2,)), Move(1, (2,)))
+    _same(make_move(job_id=1, gpus=(2,), for_job=5), Move(1, (2,), 5))
+    assert hash(make_move(job_id=1, gpus=(2,))) == hash(Move(1, (2,)))
 
 
 def test_missing_and_unknown_fields_are_type_errors_as_with_init() -> None:

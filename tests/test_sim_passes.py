@@ -152,3 +152,26 @@ def test_a_handover_starts_on_its_stops_pass_not_the_calibrated_latency() -> Non
     assert {r.id: r.first_start for r in plain.jobs} == {0: 0.0, 1: 305.0}
     # A, released at 0 just after the pass at 0 (the clock's start), waits for second 3
     assert {r.id: r.first_start for r in clocked.jobs} == {0: 3.0, 1: 300.0}
+
+
+_secs = st.sampled_from([0.0, 5.0])
+
+
+@settings(deadline=None)
+@given(_secs, _secs, _secs, st.booleans(), st.booleans(), st.sampled_from([None, 2.0]),
+       st.floats(0, 1e6))
+def test_an_instant_world_would_have_been_told_zero_everywhere(
+        start: float, restart: float, delay: float, starts: bool, stops: bool,
+        batch: float | None, t: float) -> None:
+    """``SlurmLatency.instant`` (the world then asks nothing at its starts and stops) holds
+    only where every start's and restart's latency and every stop's run-on is 0."""
+    cfg = SimConfig(start_latency=start, restart_latency=restart, stop_delay=delay,
+                    start_latency_samples=(3.0,) if starts else (),
+                    stop_delay_samples=(4.0,) if stops else (), batch_sched_delay=batch)
+    latency = SlurmLatency(cfg)
+    if latency.instant:
+        assert latency.of(False, t) == latency.of(True, t) == (0.0, 0.0)
+        assert latency.stop(t) == 0.0
+    else:
+        assert (start, restart, delay, starts, stops, batch) != (0.0, 0.0, 0.0, False, False,
+                                                                 None)

@@ -1,6 +1,6 @@
 """The job record rebuild every state change goes through (``transitions._evolve``, slots
-written by a generated function) against ``dataclasses.replace``: the same record for any
-fields changed."""
+written by a generated function on an unfrozen twin made a ``Job``) against
+``dataclasses.replace``: the same record, as frozen, for any fields changed."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def test_evolve_is_dataclasses_replace(changes: dict[str, object], jid: int) -> 
     got, want = transitions._evolve(job, **changes), dataclasses.replace(job, **changes)
     assert [getattr(got, f) for f in _FIELDS] == [getattr(want, f) for f in _FIELDS]
     assert type(got) is Job and got is not job
+    assert got == want and hash(got) == hash(want)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # built unfrozen, frozen once made
+        got.rate = 3.0  # type: ignore[misc]
 
 
 def test_evolve_refuses_a_field_job_does_not_have() -> None:

@@ -106,11 +106,18 @@ class FreeGpus:
             view.by_node[node] = gpus
 
     def take(self, gpus: Sequence[GpuId]) -> None:
+        if not gpus:
+            return
         by_node = self.by_node
-        if len(gpus) == 1:  # a 1-GPU job's, most takes of a large run: no sets to build
+        node = self._gpus[gpus[0]].node
+        free = by_node[node]
+        n = len(gpus)
+        if free[:n] == gpus:  # the first free GPUs of one node (placement's usual answer)
+            by_node[node] = free[n:]
+            if self._views_of:
+                self._sync(node)
+        elif n == 1:  # a 1-GPU job's: no sets to build
             one = gpus[0]
-            node = self._gpus[one].node
-            free = by_node[node]
             if one in free:  # two slices: half the cost of a filter through one.__ne__
                 at = free.index(one)
                 by_node[node] = free[:at] + free[at + 1:]
@@ -122,7 +129,7 @@ class FreeGpus:
                 by_node[node] = tuple(filterfalse(gone, by_node[node]))
                 if self._views_of:
                     self._sync(node)
-        self.count -= len(gpus)
+        self.count -= n
 
     def give(self, gpus: Sequence[GpuId]) -> None:
         """Return GPUs of a preempted or finished job (only those on nodes still

@@ -158,6 +158,12 @@ def folded_gpu_types(gpus: tuple[Gpu, ...]) -> list[str]:
     return folded
 
 
+#: A single type's set, per type as given: a Gavel round asks for the type it chose at each
+#: of its placements, and one set kept per type (its hash kept with it) cost less than a
+#: new set each time. As many entries as type names seen.
+_ONE_TYPE: dict[str, frozenset[str]] = {}
+
+
 def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | None:
     """The GPU types (case-folded) ``job`` may run on, ``None`` for any: the scheduler's
     choice this round, else the user's single ``gpu_type`` hint, else the simulator's
@@ -167,7 +173,10 @@ def required_types(job: Job, gpu_type: str | None = None) -> frozenset[str] | No
         return None  # most jobs: asked for every placement and every preemption search
     one = gpu_type or job.hint(HINT)
     if one:
-        return frozenset((one.casefold(),))
+        folded = _ONE_TYPE.get(one)
+        if folded is None:
+            folded = _ONE_TYPE[one] = frozenset((one.casefold(),))
+        return folded
     many = job.hint(TYPES)
     return frozenset(t.casefold() for t in many.split(",")) if many else None
 

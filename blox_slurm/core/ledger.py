@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import GpuId, Job, Move, Start, Stop
+from .model import GpuId, Job, Move, Start, Stop, make_move, make_stop
 
 
 @dataclass(slots=True)
@@ -41,16 +41,16 @@ class Ledger:
 
     def restart(self, victim: int, gpus: tuple[GpuId, ...]) -> None:
         """A victim whose GPUs were used restarts at once on ``gpus``: a move."""
-        self.moves[victim] = Move(victim, gpus, self.stopped.pop(victim))
+        self.moves[victim] = make_move(job_id=victim, gpus=gpus, for_job=self.stopped.pop(victim))
 
     def move(self, job_id: int, gpus: tuple[GpuId, ...]) -> None:
         """A running job moves to the GPU type its scheduler chose."""
-        self.moves[job_id] = Move(job_id, gpus)
+        self.moves[job_id] = make_move(job_id=job_id, gpus=gpus)
 
     def decisions(self) -> tuple[tuple[Start, ...], tuple[Stop, ...], tuple[Move, ...]]:
         """The starts, stops and moves, for :class:`~blox_slurm.core.model.Decisions`."""
-        stops = (*(Stop(v, f) for v, f in self.stopped.items()),
-                 *(Stop(j) for j in self.forced))
+        stops = (*(make_stop(job_id=v, for_job=f) for v, f in self.stopped.items()),
+                 *(make_stop(job_id=j) for j in self.forced))
         return tuple(self.starts), stops, tuple(self.moves.values())
 
     def reasons(self, order: Sequence[Job], wants: Mapping[int, int],

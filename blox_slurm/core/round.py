@@ -51,7 +51,7 @@ from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
 from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
-from .model import ClusterSnapshot, Decisions, Job, NodeState, Start
+from .model import ClusterSnapshot, Decisions, Job, NodeState, Start, make_start
 
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id, _gpus = attrgetter("admitted"), attrgetter("id"), attrgetter("gpus")
@@ -258,9 +258,13 @@ class _Walk:
         if not types and not resized:
             return []
         have = folded_gpu_types(self.snapshot.gpus)
-        want = {jid: t.casefold() for jid, t in types.items()}
+        want = dict(zip(types, map(str.casefold, types.values()), strict=True)).get
+        # a job's first GPU alone decides for most jobs (one GPU): a Gavel round asks this of
+        # every job it picks, and a generator per job cost three times that compare
         return [i for i, j in enumerate(self.order) if j.gpus and (
-            j.id in resized or (j.id in want and any(have[g] != want[j.id] for g in j.gpus)))]
+            j.id in resized or ((w := want(j.id)) is not None and (
+                have[j.gpus[0]] != w or (len(j.gpus) > 1 and any(have[g] != w
+                                                                 for g in j.gpus)))))]
 
     def start(self, job: Job, pos: int, running_below: int) -> bool:
         """Start pending ``job`` on free GPUs or, failing that, on GPUs of lower-ranked jobs
@@ -275,7 +279,7 @@ class _Walk:
             return False
         free.take(gpus)
         self.booked.add(self.snapshot, job, gpus)
-        self.ledger.starts.append(Start(job.id, gpus))
+        self.ledger.starts.append(make_start(job_id=job.id, gpus=gpus))
         return True
 
     def move(self, job: Job, pos: int, leaving: Collection[int]) -> None:
@@ -561,7 +565,7 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
             return None
         free.take(gpus)
         booked.add(snapshot, job, gpus)
-        starts.append(Start(job.id, gpus))
+        starts.append(make_start(job_id=job.id, gpus=gpus))
     return Decisions(admit=admit, start=tuple(starts), order=tuple(map(_id, schedule.order)),
                      drain=view.drain, flag=view.flag, marks=schedule.marks,
                      composition=comp.name)

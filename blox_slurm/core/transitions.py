@@ -12,8 +12,12 @@ from dataclasses import fields, replace
 from typing import Any
 
 from .model import ClusterSnapshot, Decisions, GpuId, Job, JobState
+from .records import unfrozen
 
 _FIELDS = [f.name for f in fields(Job)]
+
+
+_Unfrozen = unfrozen(Job)  # see _compile (Job derives from object alone: it has a twin)
 
 
 def _compile(names: tuple[str, ...]) -> Callable[..., Job]:
@@ -21,15 +25,16 @@ def _compile(names: tuple[str, ...]) -> Callable[..., Job]:
     ``values``, its slots written directly. A frozen dataclass's ``__init__`` routes every
     one of the 23 fields through ``object.__setattr__`` (record rebuilding was ~7% of a large
     simulation), and a loop over the slots costs twice one generated function per set of
-    fields, unrolled as dataclasses generates ``__init__``."""
+    fields, unrolled as dataclasses generates ``__init__``. The slots are stored on an
+    unfrozen twin made a ``Job`` at the end (:func:`~.records.unfrozen`): 2.5x faster than
+    calling each slot's setter (0.47 against 1.17 us for a start's record)."""
     unknown = sorted(set(names) - set(_FIELDS))
     if unknown:
         raise TypeError(f"Job has no field(s) {', '.join(unknown)}")
-    setters = {f"_set_{name}": getattr(Job, name).__set__ for name in _FIELDS}
-    body = "".join(f"    _set_{f}(_out, {f if f in names else '_job.' + f})\n" for f in _FIELDS)
-    namespace: dict[str, Any] = {"_new": object.__new__, "_Job": Job, **setters}
-    exec(f"def evolve(_job, {', '.join(names)}):\n    _out = _new(_Job)\n{body}    return _out\n",
-         namespace)
+    body = "".join(f"    _out.{f} = {f if f in names else '_job.' + f}\n" for f in _FIELDS)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_Job": Job, "_Unfrozen": _Unfrozen}
+    exec(f"def evolve(_job, {', '.join(names)}):\n    _out = _new(_Unfrozen)\n{body}"
+         "    _out.__class__ = _Job\n    return _out\n", namespace)
     return namespace["evolve"]  # type: ignore[no-any-return]
 
 

@@ -39,6 +39,14 @@ class SlurmLatency:
         self.passes = (None if cfg.batch_sched_delay is None else PassClock(
             cfg.batch_sched_delay, cfg.sched_tick_phase, cfg.slurm_second_phase))
 
+    @property
+    def instant(self) -> bool:
+        """No latency, drawn or fixed, and no batch passes: every start runs and every stop
+        ends in the round that decides it (Gavel's world), and nothing is drawn, so the
+        world need not ask at each of its starts and stops."""
+        return (self.passes is None and not (self.starts or self.restarts or self.delays)
+                and self.start == 0.0 and self.restart == 0.0 and self.delay == 0.0)
+
     def of(self, preempted: bool, t: float, stopped: bool = False) -> tuple[float, float]:
         """``(start, restart)`` of a start decided at ``t`` (in a round that ``stopped``
         running jobs): its own latency (which a handover replaces) and what a restart adds

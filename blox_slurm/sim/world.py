@@ -83,6 +83,10 @@ class World:
         self._stopped = False  # this round stopped or moved running jobs
         self._latency = SlurmLatency(cfg)
         self._passes = self._latency.passes  # Slurm's batch scheduler (SimConfig), if modelled
+        # No wait before any start and no run-on after any stop (a Gavel-mode world): its
+        # 355,000 starts and stops ask nothing
+        self._instant = (self._latency.instant and not cfg.stop_latency
+                         and cfg.handover_latency is None)
         # The free-GPU index handed to policies with each snapshot (see ClusterSnapshot.free).
         self.free = FreeGpus({n.name: n.gpu_ids for n in nodes if n.state is NodeState.UP}, gpus)
 
@@ -217,7 +221,7 @@ class World:
         # It runs on until Slurm requeues it (SimConfig.stop_delay), then holds its GPUs,
         # its service counted, for what is left of the stop latency
         ran = t
-        if begun and (delay := self._latency.stop(t)):
+        if begun and not self._instant and (delay := self._latency.stop(t)):
             ran += delay
             stopping = max(0.0, stopping - delay)
         self._end_run(job, ran + stopping)
@@ -249,6 +253,8 @@ class World:
         With Slurm's batch passes modelled, every first start of a round that stopped jobs
         is such a handover (the stops' completion runs the pass that starts it), and its
         pass's StartTime replaces the calibrated handover latency."""
+        if self._instant:
+            return 0.0
         cfg = self.cfg
         latency = self._stopping(job.id, gpus, t) if cfg.stop_latency else 0.0
         first = not job.preemptions
@@ -278,10 +284,12 @@ class World:
         n, gpu_type = len(gpus), self._gpu_type
         if n == 1:  # most starts of a large run: no sets to build
             rate = self.model.rate(job, 1, 1, gpu_type[gpus[0]])
-        else:
+        else:  # most multi-GPU starts are on one type: no generator for it
             types = {gpu_type[g] for g in gpus}
             spans = len({self._gpu_node[g] for g in gpus})
-            rate = min(self.model.rate(job, n, spans, ty) for ty in types)
+            rate_of = self.model.rate
+            rate = (rate_of(job, n, spans, *types) if len(types) == 1
+                    else min(rate_of(job, n, spans, ty) for ty in types))
         if rate <= 0:
             raise SimulationError(f"t={t}: job {job.id} would make no progress on {n} GPU(s) "
                                   f"of type {sorted({gpu_type[g] for g in gpus})}")

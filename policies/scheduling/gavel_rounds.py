@@ -73,7 +73,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
-from blox_slurm.core.model import ClusterSnapshot, Gpu, Job, Node
+from blox_slurm.core.model import ClusterSnapshot, Gpu, Job, JobState, Node
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, steps_model
 
@@ -85,6 +85,7 @@ Allocation = Literal["max_min_fairness", "max_min_agnostic", "fifo"]
 # for every active job as one C-level getter: its place in arrival order (submit time, id)
 # and what its rates and steps depend on (hints: its types, ``required_types``).
 _fixed = attrgetter("id", "submit_time", "num_gpus", "model", "hints")
+_RUNNING = JobState.RUNNING
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,8 +162,11 @@ class _Epoch:
         kept = self._standing
         if kept is None or kept[0] is not js:
             share, deficit = self.rows(js.id_list)
+            # per type, each job's place by (deficit, allocation) decreasing, ties by arrival
+            # (a permutation's argsort is its inverse)
+            tied = np.lexsort((-share.T, -deficit.T)).argsort(axis=1)
             kept = self._standing = (js, _Standing(
-                share, deficit, js.runs & (share > 0), -share.T, -deficit.T,
+                share, deficit, js.runs & (share > 0), tied,
                 [jid in self.share for jid in js.id_list]))
         return kept[1]
 
@@ -175,8 +179,9 @@ class _Standing:
     share: np.ndarray  # jobs x types
     deficit: np.ndarray  # jobs x types
     ranked: np.ndarray  # where a job has a priority: an allocation on a type it runs on
-    share_key: np.ndarray  # -share.T and -deficit.T: the per-type order's later keys
-    deficit_key: np.ndarray
+    # types x jobs: each job's place in the type's order by deficit, then allocation
+    # (decreasing), then arrival: the per-type order's later keys as one
+    tied: np.ndarray
     allocated: list[bool]  # per job: the reset allocated it (it may run this epoch)
 
 
@@ -429,15 +434,14 @@ class GavelRounds(SchedulingBase):
         epoch = self._current_epoch(r)
         chosen = self._assign(r, epoch)
         types = {r.jobs[i].id: r.types[t] for i, t in chosen.items()}
-        picked, rest = self._rank(r, chosen)
+        picked, held, too_big = self._rank(r, chosen)
         # Gavel runs only the jobs it picked: the others stop, unless their GPUs stay idle.
         # (A job larger than any type is not Gavel's to pick: it keeps what it holds, with
         # no type, so that as a victim it may restart across types.)
         largest = r.largest
-        held = [j for j in rest if j.running]
         stop = frozenset(j.id for j in held if j.num_gpus <= largest)
         self.clock.dispatched = bool(types) or len(stop) < len(held)
-        return Schedule(picked + rest, types=types, stop=stop, free_movers=True)
+        return Schedule(picked + held + too_big, types=types, stop=stop, free_movers=True)
 
     def _inputs(self, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> _Round:
         """The round's types, capacities, jobs (arrival order), rates and time on types."""
@@ -590,9 +594,11 @@ class GavelRounds(SchedulingBase):
         may = ((r.js.runs & (prio > 0)).T.tolist() if self.p.allocation == "fifo"
                else r.js.runs_by_type)
         chosen: dict[int, int] = {}
-        # Every type's order in one stable sort (ties stay in arrival order): row t ranks
-        # the jobs for type t. Plain lists: numpy scalars and per-type masks are slow here.
-        ranked_by_type = np.lexsort((s.share_key, s.deficit_key, -prio.T)).tolist()
+        # Every type's order in one sort, priority first and then the standing's order of
+        # deficits, allocations and arrival: row t ranks the jobs for type t (two keys sort
+        # a third faster than the three). Plain lists: numpy scalars and per-type masks are
+        # slow here.
+        ranked_by_type = np.lexsort((s.tied, -prio.T)).tolist()
         capacity = r.capacity.tolist()
         for t in type_order:
             left, fills = capacity[t], may[t]
@@ -619,11 +625,13 @@ class GavelRounds(SchedulingBase):
             self._shuffled = (now, order)
         return order
 
-    def _rank(self, r: _Round, chosen: dict[int, int]) -> tuple[list[Job], list[Job]]:
-        """The round engine's order, in two parts: the jobs Gavel picked (running jobs that
+    def _rank(self, r: _Round, chosen: dict[int, int]
+              ) -> tuple[list[Job], list[Job], list[Job]]:
+        """The round engine's order, in three parts: the jobs Gavel picked (running jobs that
         keep their type, then the jobs starting or changing type in Gavel's order of
-        assignment), and the rest: running jobs Gavel did not pick (the ones that make room)
-        and jobs that fit no single type."""
+        assignment), the running jobs Gavel did not pick (the ones that make room), and the
+        waiting jobs that fit no single type; the last two in arrival order. Each job's
+        state is read from its field, not through ``Job.running``: a call per active job."""
         jobs, gpu_type = r.jobs, r.gpu_type
         folded = [t.casefold() for t in r.types]
         stay: list[Job] = []
@@ -634,8 +642,8 @@ class GavelRounds(SchedulingBase):
             kept = gpus and gpu_type[gpus[0]] == want and (
                 len(gpus) == 1 or all(gpu_type[g] == want for g in gpus))
             (stay if kept else come).append(j)
-        too_big = r.largest
-        rest = [j for i, j in enumerate(jobs)
-                if i not in chosen and (j.running or j.num_gpus > too_big)]
-        rest.sort(key=lambda j: not j.running)
-        return stay + come, rest
+        others = [j for i, j in enumerate(jobs) if i not in chosen]
+        held = [j for j in others if j.state is _RUNNING]
+        largest = r.largest
+        too_big = [j for j in others if j.state is not _RUNNING and j.num_gpus > largest]
+        return stay + come, held, too_big
