@@ -16,9 +16,11 @@ A policy that forks the world (the synthesizer) starts a new run from a snapshot
 
 from __future__ import annotations
 
+import gc
 import math
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ..core.accounting import DecayedUsage
 from ..core.composition import Composition
@@ -33,6 +35,12 @@ from .records import RunResult
 from .world import SimulationError, World, ceil_to
 
 ProgressFn = Callable[[int, int], None]  # (finished measured-or-all jobs, total)
+
+#: The cyclic collector's first threshold while a run steps (CPython's default: 700). A run
+#: makes millions of short-lived records and tuples, none in a cycle, and at the default the
+#: collector ran ~6,000 times in a million-job LAS run, 4 % of its CPU, its full collections
+#: walking every finished job's record; at this, 0.45 s instead of 1.3 s of 300,000 jobs'.
+_YOUNG_OBJECTS = 20_000
 
 __all__ = ["ProgressFn", "Run", "SimulationError", "Simulator"]
 
@@ -76,8 +84,9 @@ class Simulator:
         """The whole run: step until nothing is left to happen (or the horizon is reached)."""
         started_wall = _time.perf_counter()
         sim = self.begin(progress)
-        while sim.step():
-            pass
+        with _rarer_collections():
+            while sim.step():
+                pass
         return sim.result(_time.perf_counter() - started_wall)
 
 
@@ -227,6 +236,18 @@ class Run:
             self.t = nxt
         else:
             self.t = max(self.t + self.rd, ceil_to(nxt, self.rd))
+
+
+@contextmanager
+def _rarer_collections() -> Iterator[None]:
+    """The cyclic collector runs after :data:`_YOUNG_OBJECTS` new objects (unless set
+    higher), and as before afterwards: it collects the same cycles, less often."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], _YOUNG_OBJECTS), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _check_bound(workload: Workload, nodes: tuple[Node, ...]) -> None:
