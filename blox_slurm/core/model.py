@@ -297,3 +297,8 @@ class Decisions:
     def empty(self) -> bool:
         return not (self.admit or self.start or self.stop or self.move or self.drain
                     or self.marks or self.state)
+
+
+#: ``Decisions(...)`` and ``ClusterSnapshot(...)`` at a fraction of the cost, as
+#: :data:`make_start`: a simulation makes one of each every round.
+make_decisions, make_snapshot = maker(Decisions), maker(ClusterSnapshot)

@@ -51,7 +51,7 @@ from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
 from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
 from .ledger import Ledger
-from .model import ClusterSnapshot, Decisions, Job, NodeState, Start, make_start
+from .model import ClusterSnapshot, Decisions, Job, NodeState, Start, make_decisions, make_start
 
 # C-level field getters: the round touches every job a few times, so these matter.
 _admitted, _id, _gpus = attrgetter("admitted"), attrgetter("id"), attrgetter("gpus")
@@ -101,10 +101,10 @@ def decide(snapshot: ClusterSnapshot, comp: Composition, explain: bool = False,
                              [j.id for j in waiting if j.id not in admitted],
                              comp.config.get("admission", {}).get("policy", "")
                              ) if explain else {}
-    return Decisions(admit=admit, start=start, stop=stop, move=move,
-                     order=tuple(map(_id, ranked)), drain=view.drain, flag=view.flag,
-                     marks=schedule.marks, state=state, reasons=reasons,
-                     composition=comp.name)
+    return make_decisions(admit=admit, start=start, stop=stop, move=move,
+                          order=tuple(map(_id, ranked)), drain=view.drain, flag=view.flag,
+                          marks=schedule.marks, state=state, reasons=reasons,
+                          composition=comp.name)
 
 
 def _managed(snapshot: ClusterSnapshot, view: ClusterView) -> ClusterSnapshot:
@@ -566,6 +566,6 @@ def _pending_only(snapshot: ClusterSnapshot, comp: Composition, view: ClusterVie
         free.take(gpus)
         booked.add(snapshot, job, gpus)
         starts.append(make_start(job_id=job.id, gpus=gpus))
-    return Decisions(admit=admit, start=tuple(starts), order=tuple(map(_id, schedule.order)),
-                     drain=view.drain, flag=view.flag, marks=schedule.marks,
-                     composition=comp.name)
+    return make_decisions(admit=admit, start=tuple(starts),
+                          order=tuple(map(_id, schedule.order)), drain=view.drain,
+                          flag=view.flag, marks=schedule.marks, composition=comp.name)

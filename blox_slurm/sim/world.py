@@ -25,7 +25,16 @@ import math
 from ..core import transitions
 from ..core.abstractions import FreeGpus
 from ..core.accounting import DecayedUsage, run_service
-from ..core.model import ClusterSnapshot, Decisions, Gpu, Job, JobState, Node, NodeState
+from ..core.model import (
+    ClusterSnapshot,
+    Decisions,
+    Gpu,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    make_snapshot,
+)
 from ..core.service_index import ServiceIndex
 from ..core.throughput import CurveModel, ProgressCurve, ThroughputModel
 from .config import SimConfig
@@ -156,10 +165,10 @@ class World:
         jobs = tuple(self.active.values())
         if self.by_service is not None:
             self.by_service.seal(jobs)
-        return ClusterSnapshot(t, self.nodes, self.gpus, jobs,
-                               throughput=throughput, usage=self.usage.at(t), free=self.free,
-                               pending=tuple(self.queued.values()), state=dict(self.state),
-                               by_service=self.by_service)
+        return make_snapshot(now=t, nodes=self.nodes, gpus=self.gpus, jobs=jobs,
+                             throughput=throughput, usage=self.usage.at(t), free=self.free,
+                             pending=tuple(self.queued.values()), state=dict(self.state),
+                             by_service=self.by_service)
 
     def apply(self, d: Decisions, t: float) -> None:
         """Admissions, then stops and moves (freeing GPUs), then starts and the moved jobs'
