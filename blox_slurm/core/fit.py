@@ -25,7 +25,7 @@ scheduler's count into them (:func:`gpu_count`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from .abstractions import FreeGpus, FreeView
 from .model import ClusterSnapshot, Gpu, GpuId, Job, Node
@@ -156,6 +156,15 @@ def folded_gpu_types(gpus: tuple[Gpu, ...]) -> list[str]:
         folded = [g.type.casefold() for g in gpus]
         _FOLDED = (gpus, folded)
     return folded
+
+
+def on_type(gpus: Sequence[GpuId], type_of: Sequence[str], want: str) -> bool:
+    """Whether every GPU of ``gpus`` (not empty) is of type ``want`` in ``type_of`` (per GPU
+    id, as :func:`folded_gpu_types` gives). The first GPU alone decides for most jobs (one
+    GPU): a Gavel round asks this of every job it picks, and a generator per job cost three
+    times that compare."""
+    return type_of[gpus[0]] == want and (len(gpus) == 1 or all(type_of[g] == want
+                                                                for g in gpus))
 
 
 #: A single type's set, per type as given: a Gavel round asks for the type it chose at each

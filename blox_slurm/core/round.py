@@ -49,7 +49,15 @@ from typing import overload
 
 from .abstractions import ClusterView, FreeGpus, FreeView, Ranked, Schedule
 from .composition import Composition
-from .fit import Booked, allowed, folded_gpu_types, gpu_count, nodes_of_types, required_types
+from .fit import (
+    Booked,
+    allowed,
+    folded_gpu_types,
+    gpu_count,
+    nodes_of_types,
+    on_type,
+    required_types,
+)
 from .ledger import Ledger
 from .model import ClusterSnapshot, Decisions, Job, NodeState, Start, make_decisions, make_start
 
@@ -259,12 +267,8 @@ class _Walk:
             return []
         have = folded_gpu_types(self.snapshot.gpus)
         want = dict(zip(types, map(str.casefold, types.values()), strict=True)).get
-        # a job's first GPU alone decides for most jobs (one GPU): a Gavel round asks this of
-        # every job it picks, and a generator per job cost three times that compare
         return [i for i, j in enumerate(self.order) if j.gpus and (
-            j.id in resized or ((w := want(j.id)) is not None and (
-                have[j.gpus[0]] != w or (len(j.gpus) > 1 and any(have[g] != w
-                                                                 for g in j.gpus)))))]
+            j.id in resized or ((w := want(j.id)) is not None and not on_type(j.gpus, have, w)))]
 
     def start(self, job: Job, pos: int, running_below: int) -> bool:
         """Start pending ``job`` on free GPUs or, failing that, on GPUs of lower-ranked jobs

@@ -73,6 +73,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from blox_slurm.core.abstractions import Schedule, SchedulingBase
+from blox_slurm.core.fit import on_type
 from blox_slurm.core.model import ClusterSnapshot, Gpu, Job, JobState, Node
 from blox_slurm.core.registry import register
 from blox_slurm.core.throughput import DEFAULT_THROUGHPUT, ThroughputModel, steps_model
@@ -638,10 +639,7 @@ class GavelRounds(SchedulingBase):
         come: list[Job] = []
         for i, t in chosen.items():
             j, want = jobs[i], folded[t]
-            gpus = j.gpus  # most jobs hold one GPU: its type alone, without a generator
-            kept = gpus and gpu_type[gpus[0]] == want and (
-                len(gpus) == 1 or all(gpu_type[g] == want for g in gpus))
-            (stay if kept else come).append(j)
+            (stay if j.gpus and on_type(j.gpus, gpu_type, want) else come).append(j)
         others = [j for i, j in enumerate(jobs) if i not in chosen]
         held = [j for j in others if j.state is _RUNNING]
         largest = r.largest
